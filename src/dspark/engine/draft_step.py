@@ -1,0 +1,81 @@
+"""One drafting step: extend the draft's context cache with newly verified features, run the block, and pick the
+draft tokens left to right through the Markov head, keeping each slot's distribution q_k for rejection sampling.
+
+The context cache holds, per draft layer, the keys/values projected from fused target features, so the prefix is
+never recomputed; block keys/values are never cached. Verification and scheduling are elsewhere.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from dspark.config import GenerationConfig
+from dspark.engine.sampling import processed_probs, sample
+from dspark.model.draft import DSparkDraft, LayerKV
+
+
+class DraftContextCache:
+    """Per-layer context K/V of one sequence, grown as the target verifies tokens."""
+
+    def __init__(self, draft: DSparkDraft):
+        self.draft = draft
+        self.kv: list[LayerKV] | None = None
+        self.length = 0
+
+    @torch.inference_mode()
+    def extend(self, features: torch.Tensor) -> None:
+        """Append verified target features [1, n, m·d] for positions length … length+n−1."""
+        n = features.shape[1]
+        positions = torch.arange(self.length, self.length + n, device=features.device)[None]  # [1, n]
+        context = self.draft.fuse(features.to(self.draft.fc.weight.dtype))  # [1, n, d]
+        new = self.draft.context_kv(context, positions)
+        if self.kv is None:
+            self.kv = new
+        else:
+            self.kv = [(torch.cat([k, nk], dim=2), torch.cat([v, nv], dim=2)) for (k, v), (nk, nv) in zip(self.kv, new)]
+        self.length += n
+
+
+@dataclass(frozen=True)
+class Proposal:
+    tokens: torch.Tensor  # [γ] drafted ids
+    probs: torch.Tensor | None  # [γ, V] the processed q_k each token was drawn from (None when greedy)
+    confidence_logits: torch.Tensor | None  # [γ] raw confidence logits (None without a confidence head)
+
+
+@torch.inference_mode()
+def propose(draft: DSparkDraft, cache: DraftContextCache, anchor: int, config: GenerationConfig,
+            generator: torch.Generator | None) -> Proposal:
+    """Draft one block after `anchor`, which sits at position `cache.length` (everything before it is cached)."""
+    cfg = draft.config
+    device = draft.fc.weight.device
+    start = cache.length
+    block_ids = torch.full((1, cfg.block_size), cfg.mask_token_id, dtype=torch.long, device=device)  # [1, B]
+    block_ids[0, 0] = anchor
+    positions = torch.arange(start, start + cfg.block_size, device=device)[None]  # [1, B]
+    hidden = draft(block_ids, positions, cache.kv)[0]  # [B, d]
+    if cfg.mode == "dflash":
+        hidden = hidden[1:]  # slot 0 predicts nothing; slot k predicts x_{p+k}
+    base = draft.base_logits(hidden).float()  # [γ, V]
+    head = draft.markov_head
+    prev = torch.tensor([anchor], device=device)
+    state = None if head is None else head.init_state(1, device, hidden.dtype)
+    tokens, probs, prevs = [], [], []
+    for k in range(cfg.num_draft_tokens):
+        logits = base[k]  # [V]
+        prevs.append(prev)
+        if head is not None:
+            bias, state = head.step(prev, hidden[k : k + 1], state)  # [1, V]
+            logits = logits + bias[0].float()
+        if config.greedy:
+            token = logits.argmax(-1, keepdim=True)  # [1]
+        else:
+            q = processed_probs(logits, config)  # [V]
+            probs.append(q)
+            token = sample(q, generator).reshape(1)
+        tokens.append(token)
+        prev = token
+    conf = draft.confidence_logits(hidden, torch.cat(prevs))  # [γ] or None
+    return Proposal(torch.cat(tokens), torch.stack(probs) if probs else None,
+                    None if conf is None else conf.float())

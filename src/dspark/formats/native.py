@@ -1,0 +1,186 @@
+"""Native checkpoints: a folder with `config.json` + `model.safetensors`, DeepSpec-compatible names and fields.
+
+`load_draft` also reads the two layouts the official tools write with the same tensor names: DeepSpec's
+`Qwen3DSparkModel` (which stores copies of the target's embedding and LM head) and SpecForge's `DSparkDraftModel`
+(fields nested in `dflash_config`, no embedding / LM head). Loading validates config and every tensor's shape and
+names the offending one. No pickle anywhere. Other layouts (speculators) are converted by `dspark import`.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from dspark.config import ConfigError, DraftConfig, RopeConfig
+from dspark.model.draft import DSparkDraft
+
+CONFIG_NAME = "config.json"
+WEIGHTS_NAME = "model.safetensors"
+EMBEDDING_TENSORS = ("embed_tokens.weight", "lm_head.weight")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint folder that cannot be loaded as a draft; the message names the file, field or tensor."""
+
+
+def config_to_dict(config: DraftConfig) -> dict[str, Any]:
+    """DeepSpec-compatible config.json contents (Qwen3 layer fields + DSpark fields)."""
+    return {
+        "architectures": ["Qwen3DSparkModel"],
+        "model_type": "qwen3",
+        "dspark_mode": config.mode,
+        "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size,
+        "num_hidden_layers": config.num_hidden_layers,
+        "num_attention_heads": config.num_attention_heads,
+        "num_key_value_heads": config.num_key_value_heads,
+        "head_dim": config.head_dim,
+        "vocab_size": config.vocab_size,
+        "rms_norm_eps": config.rms_norm_eps,
+        "max_position_embeddings": config.max_position_embeddings,
+        "rope_parameters": config.rope.to_dict(),
+        "hidden_act": "silu",
+        "attention_bias": False,
+        "tie_word_embeddings": False,
+        "layer_types": ["full_attention"] * config.num_hidden_layers,
+        "block_size": config.block_size,
+        "target_layer_ids": list(config.target_layer_ids),
+        "num_target_layers": config.num_target_layers,
+        "mask_token_id": config.mask_token_id,
+        "markov_rank": config.markov_rank,
+        "markov_head_type": config.markov_head_type,
+        "enable_confidence_head": config.enable_confidence_head,
+        "confidence_head_with_markov": config.confidence_head_with_markov,
+    }
+
+
+def _require(d: dict[str, Any], key: str, where: str) -> Any:
+    if key not in d or d[key] is None:
+        raise CheckpointError(f"{where}: required field {key!r} is missing")
+    return d[key]
+
+
+def config_from_dict(raw: dict[str, Any], where: str = CONFIG_NAME) -> DraftConfig:
+    """Parse a native / DeepSpec / SpecForge draft config; refuse what would be a guess."""
+    arch = list(raw.get("architectures") or [])
+    if "speculators_model_type" in raw:
+        raise CheckpointError(f"{where}: this is a vLLM speculators checkpoint; convert it with `dspark import`")
+    dspark = dict(raw)
+    if "DSparkDraftModel" in arch or "DFlashDraftModel" in arch:
+        nested = _require(raw, "dflash_config", where)
+        if nested.get("projector_type", "dspark") != "dspark" and "DSparkDraftModel" in arch:
+            raise CheckpointError(f"{where}: dflash_config.projector_type {nested.get('projector_type')!r} is not 'dspark'")
+        dspark.update(nested)
+        if "DFlashDraftModel" in arch:
+            dspark.update(dspark_mode="dflash", markov_rank=0, enable_confidence_head=False)
+    elif arch and not any("DSpark" in a for a in arch):
+        raise CheckpointError(f"{where}: architectures {arch} is not a DSpark draft (expected Qwen3DSparkModel, "
+                              f"DSparkDraftModel or DFlashDraftModel)")
+    if dspark.get("hidden_act", "silu") != "silu" or dspark.get("attention_bias", False):
+        raise CheckpointError(f"{where}: only SwiGLU (hidden_act 'silu') layers without attention bias are supported")
+    rope = dspark.get("rope_parameters") or dspark.get("rope_scaling") or {}
+    if "rope_theta" not in rope and "rope_theta" in dspark:
+        rope = {**rope, "rope_theta": dspark["rope_theta"]}
+    heads = int(_require(dspark, "num_attention_heads", where))
+    markov_rank = int(dspark.get("markov_rank", 0) or 0)
+    try:
+        return DraftConfig(
+            hidden_size=int(_require(dspark, "hidden_size", where)),
+            num_hidden_layers=int(_require(dspark, "num_hidden_layers", where)),
+            num_attention_heads=heads,
+            num_key_value_heads=int(dspark.get("num_key_value_heads") or heads),
+            head_dim=int(dspark.get("head_dim") or int(dspark["hidden_size"]) // heads),
+            intermediate_size=int(_require(dspark, "intermediate_size", where)),
+            vocab_size=int(_require(dspark, "vocab_size", where)),
+            block_size=int(_require(dspark, "block_size", where)),
+            target_layer_ids=tuple(_require(dspark, "target_layer_ids", where)),
+            mask_token_id=int(_require(dspark, "mask_token_id", where)),
+            num_target_layers=int(_require(dspark, "num_target_layers", where)),
+            markov_rank=markov_rank,
+            markov_head_type=str(dspark.get("markov_head_type") or "vanilla"),
+            enable_confidence_head=bool(dspark.get("enable_confidence_head", False)),
+            confidence_head_with_markov=bool(dspark.get("confidence_head_with_markov", False)) and markov_rank > 0,
+            rms_norm_eps=float(dspark.get("rms_norm_eps", 1e-6)),
+            max_position_embeddings=int(dspark.get("max_position_embeddings", 40960)),
+            rope=RopeConfig.from_dict(rope),
+            mode=str(dspark.get("dspark_mode", "dspark")),
+        )
+    except ConfigError as err:
+        raise CheckpointError(f"{where}: {err}") from None
+
+
+def _atomic_write(path: Path, write) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON atomically (temp file + rename)."""
+    _atomic_write(Path(path), lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2) + "\n"))
+
+
+def save_draft(draft: DSparkDraft, path: str | Path, include_embeddings: bool = False) -> Path:
+    """Write `config.json` + `model.safetensors` into folder `path` (created if needed), each file atomically.
+    The target's embedding / LM head are left out unless `include_embeddings` (they are shared and frozen)."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    state = {name: t.detach().to("cpu").contiguous() for name, t in draft.state_dict().items()
+             if include_embeddings or name not in EMBEDDING_TENSORS}
+    _atomic_write(path / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
+    write_json(path / CONFIG_NAME, config_to_dict(draft.config))
+    return path
+
+
+def read_config(path: str | Path) -> DraftConfig:
+    path = Path(path)
+    file = path / CONFIG_NAME
+    if not file.is_file():
+        raise CheckpointError(f"{path} is not a draft folder: {CONFIG_NAME} is missing")
+    try:
+        raw = json.loads(file.read_text())
+    except json.JSONDecodeError as err:
+        raise CheckpointError(f"{file}: not valid JSON ({err})") from None
+    return config_from_dict(raw, str(file))
+
+
+def load_draft(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> DSparkDraft:
+    """Load a draft folder (native, DeepSpec or SpecForge layout), validating every tensor."""
+    path = Path(path)
+    config = read_config(path)
+    weights = path / WEIGHTS_NAME
+    if not weights.is_file():
+        raise CheckpointError(f"{path}: {WEIGHTS_NAME} is missing")
+    tensors = load_file(str(weights))
+    has_embeddings = [name in tensors for name in EMBEDDING_TENSORS]
+    if any(has_embeddings) and not all(has_embeddings):
+        raise CheckpointError(f"{weights}: holds only one of {EMBEDDING_TENSORS}; store both or neither")
+    with torch.device("meta"):
+        draft = DSparkDraft(config, with_embeddings=all(has_embeddings))
+    expected = draft.state_dict()
+    missing = sorted(set(expected) - set(tensors))
+    unexpected = sorted(set(tensors) - set(expected))
+    if missing or unexpected:
+        raise CheckpointError(f"{weights}: tensors do not match the config; missing {missing[:5]}"
+                              f"{'…' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}"
+                              f"{'…' if len(unexpected) > 5 else ''}")
+    for name, want in expected.items():
+        if tuple(tensors[name].shape) != tuple(want.shape):
+            raise CheckpointError(f"{weights}: tensor {name!r} has shape {tuple(tensors[name].shape)}, the config "
+                                  f"implies {tuple(want.shape)}")
+    draft = draft.to_empty(device=device)
+    draft.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, strict=True)
+    draft.rotary.reset_parameters()  # its frequencies are not in the file: recompute them off the meta device
+    if draft.embed_tokens is not None:
+        draft.tie_embeddings(draft.embed_tokens, draft.lm_head)  # freeze
+    return draft.eval()

@@ -1,0 +1,135 @@
+"""Wraps any Hugging Face causal LM as a DSpark target: logits plus the features of the chosen layers.
+
+Layer ids follow the HF convention (id i = output of decoder layer i = `hidden_states[i + 1]`; id −1 = the embedding
+output); the final layer is never used because HF stores it after the final norm. The wrapper owns the target's KV
+cache and crops it after a rejection. It does not sample or decide acceptance.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from dspark.config import DraftConfig
+
+
+class TargetMismatchError(ValueError):
+    """The target and the draft (or the requested layers) cannot work together."""
+
+
+@dataclass(frozen=True)
+class TargetOutput:
+    logits: torch.Tensor  # [B, T, V] (fp32)
+    features: torch.Tensor  # [B, T, m·d] the chosen layers, concatenated in id order
+    last_hidden: torch.Tensor  # [B, T, d] final post-norm hidden (the lm_head input)
+
+
+class Target:
+    """A frozen HF causal LM that reports the features a DSpark draft needs."""
+
+    def __init__(self, model: nn.Module, layer_ids: Sequence[int]):
+        self.model = model.eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
+        cfg = model.config
+        self.num_layers = int(cfg.num_hidden_layers)
+        self.hidden_size = int(cfg.hidden_size)
+        self.layer_ids = tuple(int(i) for i in layer_ids)
+        ids = self.layer_ids
+        if not ids:
+            raise TargetMismatchError("layer_ids is empty: name the target layers whose outputs the draft reads")
+        if any(b <= a for a, b in zip(ids, ids[1:])):
+            raise TargetMismatchError(f"layer_ids must strictly increase, got {list(ids)}")
+        for i in ids:
+            if i == self.num_layers - 1:
+                raise TargetMismatchError(
+                    f"layer id {i} is the target's last layer; HF stores it after the final norm, so it is never "
+                    f"used as a feature. Pick ids in [-1, {self.num_layers - 2}]")
+            if not -1 <= i < self.num_layers - 1:
+                raise TargetMismatchError(
+                    f"layer id {i} is out of range for a {self.num_layers}-layer target; use ids in "
+                    f"[-1, {self.num_layers - 2}] (HF convention: id i is the output of decoder layer i)")
+        self.cache = None
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, layer_ids: Sequence[int], dtype: torch.dtype = torch.float32,
+                        device: str | torch.device = "cpu") -> "Target":
+        """Load a local HF checkpoint folder (no hub access) and wrap it."""
+        from transformers import AutoModelForCausalLM
+
+        path = Path(path)
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(f"{path} is not a Hugging Face model folder (no config.json)")
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, local_files_only=True).to(device)
+        return cls(model, layer_ids)
+
+    # --- shared modules --------------------------------------------------------------------------------------
+    @property
+    def embed_tokens(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    @property
+    def lm_head(self) -> nn.Module:
+        return self.model.get_output_embeddings()
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.lm_head.weight.shape[0])
+
+    @property
+    def device(self) -> torch.device:
+        return self.lm_head.weight.device
+
+    def check_draft(self, config: DraftConfig) -> None:
+        """Raise a clear error if a draft with this config cannot serve this target."""
+        if config.hidden_size != self.hidden_size:
+            raise TargetMismatchError(
+                f"draft hidden size {config.hidden_size} != target hidden size {self.hidden_size}: the draft was "
+                f"built for another target")
+        if config.vocab_size != self.vocab_size:
+            raise TargetMismatchError(
+                f"draft vocab {config.vocab_size} != target vocab {self.vocab_size}: the draft was built for another "
+                f"tokenizer")
+        if not 0 <= config.mask_token_id < self.vocab_size:
+            raise TargetMismatchError(
+                f"mask_token_id {config.mask_token_id} is outside the target vocabulary [0, {self.vocab_size})")
+        if tuple(config.target_layer_ids) != self.layer_ids:
+            raise TargetMismatchError(
+                f"the draft reads target layers {list(config.target_layer_ids)} but this Target captures "
+                f"{list(self.layer_ids)}; build the Target with the draft's target_layer_ids")
+        if config.num_target_layers != self.num_layers:
+            raise TargetMismatchError(
+                f"the draft was trained on a {config.num_target_layers}-layer target, this one has {self.num_layers}")
+
+    # --- forward -----------------------------------------------------------------------------------------------
+    def reset(self) -> None:
+        """Forget the KV cache (start a new sequence)."""
+        self.cache = None
+
+    @property
+    def cache_length(self) -> int:
+        return 0 if self.cache is None else int(self.cache.get_seq_length())
+
+    @torch.inference_mode()
+    def forward(self, input_ids: torch.Tensor, use_cache: bool = True) -> TargetOutput:
+        """Run the next tokens [B, T] after whatever the cache holds; returns logits and features for them."""
+        from transformers import DynamicCache
+
+        if use_cache and self.cache is None:
+            self.cache = DynamicCache(config=self.model.config)
+        out = self.model(input_ids=input_ids, past_key_values=self.cache if use_cache else None,
+                         use_cache=use_cache, output_hidden_states=True)
+        hidden = out.hidden_states  # (embeddings, layer 0, …, final post-norm)
+        features = torch.cat([hidden[i + 1] for i in self.layer_ids], dim=-1)  # [B, T, m·d]
+        return TargetOutput(logits=out.logits.float(), features=features, last_hidden=hidden[-1])
+
+    def crop(self, length: int) -> None:
+        """Keep only the first `length` positions of the KV cache (roll back rejected drafts)."""
+        remove = self.cache_length - length
+        if remove < 0:
+            raise ValueError(f"cannot crop a {self.cache_length}-token cache to {length} tokens")
+        if remove:
+            self.cache.crop(-remove)  # a negative count removes tokens in every transformers 5.x

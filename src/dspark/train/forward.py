@@ -1,0 +1,49 @@
+"""The training forward of the draft over many anchor blocks at once, and the aligned teacher logits.
+
+Given the target's concatenated features for a whole sequence and the blocks built by `blocks.build_blocks`, run
+every block in one pass (each sees the context before its anchor and itself) and return base logits + the
+teacher-forced Markov bias and the confidence logits. No loss and no optimiser here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from dspark.model.draft import DSparkDraft
+from dspark.train.blocks import Blocks, sdpa_mask
+
+
+@dataclass(frozen=True)
+class DraftOutputs:
+    hidden: torch.Tensor  # [B, N, γ, d] final-normed block states
+    markov_bias: torch.Tensor | None  # [B, N, γ, V]
+    logits: torch.Tensor  # [B, N, γ, V] base + Markov bias
+    confidence_logits: torch.Tensor | None  # [B, N, γ]
+
+
+def draft_forward(draft: DSparkDraft, features: torch.Tensor, blocks: Blocks) -> DraftOutputs:
+    """features [B, S, m·d] from the target; blocks for N anchors of γ slots."""
+    b, s, _ = features.shape
+    n, gamma = blocks.block_ids.shape[1:]
+    context = draft.fuse(features.to(draft.fc.weight.dtype))  # [B, S, d]
+    kv = draft.context_kv(context, blocks.positions[:, :s])
+    mask = sdpa_mask(blocks.attention_mask, blocks.keep, s, gamma)  # [B, 1, N·γ, S+N·γ]
+    hidden = draft(blocks.block_ids.reshape(b, n * gamma), blocks.positions[:, s:], kv, mask)
+    hidden = hidden.view(b, n, gamma, -1)  # [B, N, γ, d]
+    logits = draft.base_logits(hidden)  # [B, N, γ, V]
+    bias = None
+    if draft.markov_head is not None:
+        bias = draft.markov_head.teacher_forced(blocks.prev_ids, hidden)
+        logits = logits + bias
+    return DraftOutputs(hidden, bias, logits, draft.confidence_logits(hidden, blocks.prev_ids))
+
+
+def teacher_logits(lm_head: nn.Module, last_hidden: torch.Tensor, blocks: Blocks) -> torch.Tensor:
+    """The target's distribution for each slot's label: lm_head(last_hidden[p + k]) -> [B, N, γ, V] (no grad)."""
+    b = last_hidden.shape[0]
+    rows = blocks.teacher_rows.reshape(b, -1)  # [B, N·γ]
+    picked = torch.gather(last_hidden, 1, rows[..., None].expand(-1, -1, last_hidden.shape[-1]))  # [B, N·γ, d]
+    with torch.no_grad():
+        return lm_head(picked).view(*blocks.teacher_rows.shape, -1).float()
