@@ -80,6 +80,8 @@ class DraftConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "target_layer_ids", tuple(int(i) for i in self.target_layer_ids))
+        if not self.enable_confidence_head:  # the flag means nothing without the head: normalise it
+            object.__setattr__(self, "confidence_head_with_markov", False)
         if self.mode not in DRAFT_MODES:
             raise ConfigError(f"mode must be one of {DRAFT_MODES}, got {self.mode!r}")
         if self.block_size < 1 or (self.mode == "dflash" and self.block_size < 2):

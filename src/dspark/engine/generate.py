@@ -91,8 +91,7 @@ def generate_stream(target: Target, draft: DSparkDraft | None, input_ids: Sequen
     target.reset()
     out = target.forward(prompt)
     context = DraftContextCache(draft) if gamma else None
-    if context is not None:
-        context.extend(out.features)
+    pending = [out.features]  # verified target features [1, n, m·d] not yet in the draft's context cache
     anchor = pick(out.logits[0, -1])
     emitted = 1
     recorder.new_tokens += 1
@@ -102,6 +101,8 @@ def generate_stream(target: Target, draft: DSparkDraft | None, input_ids: Sequen
         drafts = torch.empty(0, dtype=torch.long, device=target.device)
         proposal = None
         if gamma and room > 0:
+            context.extend(torch.cat(pending, dim=1))
+            pending.clear()
             proposal = propose(draft, context, anchor, config, generator)
             length = min(gamma, room)
             if config.confidence_threshold > 0 and proposal.confidence_logits is not None:
@@ -126,7 +127,7 @@ def generate_stream(target: Target, draft: DSparkDraft | None, input_ids: Sequen
         kept = verdict.accepted + 1  # rows [anchor, d_0 … d_{a−1}] stay in the target cache
         target.crop(target.cache_length - (block.shape[1] - kept))
         if context is not None:
-            context.extend(verified.features[:, :kept])
+            pending.append(verified.features[:, :kept])
         for token in committed:
             emitted += 1
             recorder.new_tokens += 1

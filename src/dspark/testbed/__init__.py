@@ -1,0 +1,1 @@
+"""Small real and random targets we can build here, for demos and tests."""

@@ -1,0 +1,35 @@
+"""Acceptance statistics and the draft's context cache."""
+from __future__ import annotations
+
+import torch
+
+from dspark import GenerationConfig, Target, generate
+from dspark.engine.stats import GenerationStats
+from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
+
+
+def test_tau_per_position_and_histogram_from_known_rounds():
+    stats = GenerationStats(accepted_counts=(3, 0, 1, 4, 2), proposed_counts=(4, 4, 4, 4, 2))
+    assert stats.acceptance_lengths == (4, 1, 2, 5, 3)
+    assert stats.mean_acceptance_length == 3.0
+    assert stats.acceptance_rate == 10 / 18
+    # slot 0 reached 5×, kept 4×; slot 1 reached 4×, kept 3×; slot 2 reached in rounds 1 and 4 only (round 5
+    # proposed 2), kept in both; slot 3 reached in rounds 1 and 4, kept in round 4
+    assert stats.per_position(4) == (4 / 5, 3 / 4, 1.0, 1 / 2)
+    assert stats.histogram(5) == (1, 1, 1, 1, 1)
+
+
+def test_draft_context_cache_fuses_each_verified_row_exactly_once():
+    model = tiny_target("qwen3", seed=0)
+    cfg = draft_config_for(model, block_size=4)
+    draft = random_draft(cfg)
+    rows = []
+    draft.fc.register_forward_hook(lambda module, args, out: rows.append(args[0].shape[1]))
+    prompt = list(range(10, 30))
+    result = generate(Target(model, cfg.target_layer_ids), draft, prompt, GenerationConfig(max_new_tokens=15))
+    # prefill rows, then (accepted + 1) rows of each round, fused just before the next drafting round (the
+    # last rounds verify the anchor alone when the token budget leaves no room for drafts); never the prefix again
+    stats = result.stats
+    assert rows[0] == len(prompt)
+    assert rows[1:] == [a + 1 for a, nxt in zip(stats.accepted_counts, stats.proposed_counts[1:]) if nxt > 0]
+    assert max(rows[1:]) <= cfg.block_size + 1

@@ -1,0 +1,115 @@
+"""Speculative greedy output is token-identical to the target's own greedy decoding (transformers `generate`),
+for Qwen3, Llama and DeepSeek-V3 targets, random and oracle drafts, block sizes 1…8 and varied prompts."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import dspark.engine.generate as engine
+from dspark import GenerationConfig, Target, generate
+from dspark.engine.draft_step import Proposal
+from dspark.testbed.random_pair import ARCHITECTURES, draft_config_for, random_draft, tiny_target
+
+
+def hf_greedy(model, prompt, n):
+    ids = torch.tensor([prompt])
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False,
+                         eos_token_id=None, pad_token_id=0)
+    return out[0, len(prompt):].tolist()
+
+
+def oracle_proposer(reference, prompt_len, corrupt, rng, vocab):
+    """Proposes the target's true greedy continuation, with each token corrupted with probability `corrupt`."""
+    sequence = list(reference)
+
+    def propose(draft, cache, anchor, config, generator):
+        start = cache.length  # position of the anchor
+        gamma = draft.config.num_draft_tokens
+        truth = sequence[start + 1 : start + 1 + gamma]
+        truth += [0] * (gamma - len(truth))
+        tokens = [t if rng.random() >= corrupt else (t + 1 + rng.randrange(vocab - 1)) % vocab for t in truth]
+        return Proposal(torch.tensor(tokens), None, None)
+
+    return propose
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_random_drafts_match_target_greedy_for_every_block_size(arch):
+    model = tiny_target(arch, seed=1)
+    for block_size in range(1, 9):
+        cfg = draft_config_for(model, block_size=block_size, markov_head_type=("vanilla", "gated", "rnn")[block_size % 3])
+        draft = random_draft(cfg, seed=block_size, scale=5.0)
+        target = Target(model, cfg.target_layer_ids)
+        prompt = [random.Random(block_size).randrange(97) for _ in range(1 + 3 * block_size)]
+        result = generate(target, draft, prompt, GenerationConfig(max_new_tokens=17))
+        assert result.tokens == hf_greedy(model, prompt, 17), (arch, block_size)
+        assert len(result.tokens) == 17
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_oracle_drafts_with_corruption_match_target_greedy_and_accept(arch, monkeypatch):
+    model = tiny_target(arch, seed=2)
+    accepted_total = 0
+    for seed in range(12):
+        rng = random.Random(seed)
+        block_size = 1 + seed % 8
+        cfg = draft_config_for(model, block_size=block_size)
+        draft = random_draft(cfg, seed=seed)
+        target = Target(model, cfg.target_layer_ids)
+        prompt = [rng.randrange(97) for _ in range(rng.randrange(1, 40))]
+        n = rng.randrange(1, 40)
+        reference = hf_greedy(model, prompt, n + 10)
+        corrupt = (0.0, 0.1, 0.3, 0.7)[seed % 4]
+        monkeypatch.setattr(engine, "propose", oracle_proposer(prompt + reference, len(prompt), corrupt, rng, 97))
+        result = generate(target, draft, prompt, GenerationConfig(max_new_tokens=n))
+        assert result.tokens == reference[:n], (arch, seed)
+        assert sum(result.stats.acceptance_lengths) + 1 == n if n > 1 else result.stats.rounds == 0
+        if corrupt == 0.0 and n > 1:  # a perfect draft is always fully accepted (up to the token budget)
+            assert all(a == min(p, a) for a, p in zip(result.stats.accepted_counts, result.stats.proposed_counts))
+            assert result.stats.accepted_counts == result.stats.proposed_counts
+        accepted_total += sum(result.stats.accepted_counts)
+    assert accepted_total > 50  # the oracle really exercised multi-token commits
+
+
+def test_dflash_mode_and_block_size_override_stay_lossless(monkeypatch):
+    model = tiny_target("qwen3", seed=3)
+    prompt = list(range(5, 25))
+    reference = hf_greedy(model, prompt, 40)
+    cfg = draft_config_for(model, block_size=5, mode="dflash")
+    draft = random_draft(cfg)
+    target = Target(model, cfg.target_layer_ids)
+    assert generate(target, draft, prompt, GenerationConfig(max_new_tokens=30)).tokens == reference[:30]
+    monkeypatch.setattr(engine, "propose", oracle_proposer(prompt + reference, len(prompt), 0.0, random.Random(0), 97))
+    result = generate(target, draft, prompt, GenerationConfig(max_new_tokens=30, block_size=2))
+    assert result.tokens == reference[:30]
+    assert max(result.stats.proposed_counts) == 2 and result.stats.acceptance_lengths[0] == 3
+
+
+def test_block_size_zero_is_plain_autoregressive_decoding_through_the_same_loop():
+    model = tiny_target("llama", seed=4)
+    prompt = [3, 1, 4, 1, 5, 9, 2, 6]
+    cfg = draft_config_for(model)
+    target = Target(model, cfg.target_layer_ids)
+    for draft, config in [(random_draft(cfg), GenerationConfig(max_new_tokens=25, block_size=0)),
+                          (None, GenerationConfig(max_new_tokens=25))]:
+        result = generate(target, draft, prompt, config)
+        assert result.tokens == hf_greedy(model, prompt, 25)
+        assert set(result.stats.acceptance_lengths) == {1} and result.stats.rounds == 24
+
+
+def test_eos_and_max_new_tokens_are_exact(monkeypatch):
+    model = tiny_target("qwen3", seed=5)
+    prompt = [7, 7, 8, 9]
+    reference = hf_greedy(model, prompt, 30)
+    eos = reference[9]
+    first = reference.index(eos)
+    cfg = draft_config_for(model, block_size=6)
+    target = Target(model, cfg.target_layer_ids)
+    monkeypatch.setattr(engine, "propose", oracle_proposer(prompt + reference, len(prompt), 0.0, random.Random(0), 97))
+    result = generate(target, random_draft(cfg), prompt, GenerationConfig(max_new_tokens=30, eos_token_ids=(eos,)))
+    assert result.tokens == reference[: first + 1]  # EOS included, nothing after it, even inside an accepted block
+    assert sum(result.stats.acceptance_lengths) + 1 == len(result.tokens)
+    for n in (0, 1, 2, 7):
+        assert generate(target, random_draft(cfg), prompt, GenerationConfig(max_new_tokens=n)).tokens == reference[:n]

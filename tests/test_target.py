@@ -1,0 +1,67 @@
+"""The target wrapper: feature capture by HF layer id, KV crop, and clear errors for mismatched pairs."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dspark import Target, generate
+from dspark.model.target import TargetMismatchError
+from dspark.testbed.random_pair import ARCHITECTURES, draft_config_for, random_draft, tiny_target
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_features_are_the_hf_hidden_states_of_the_chosen_layers(arch):
+    model = tiny_target(arch)
+    target = Target(model, (-1, 1, 2))
+    ids = torch.randint(0, 97, (1, 9))
+    out = target.forward(ids, use_cache=False)
+    ref = model(ids, output_hidden_states=True).hidden_states
+    torch.testing.assert_close(out.features, torch.cat([ref[0], ref[2], ref[3]], dim=-1))
+    torch.testing.assert_close(out.logits, model(ids).logits)
+
+
+@pytest.mark.parametrize("arch", ARCHITECTURES)
+def test_logits_after_crop_equal_a_fresh_prefill(arch):
+    model = tiny_target(arch, seed=3)
+    target = Target(model, (0,))
+    ids = torch.randint(0, 97, (1, 14))
+    target.reset()
+    target.forward(ids[:, :8])
+    target.forward(torch.randint(0, 97, (1, 5)))  # rejected rows
+    target.crop(8)
+    assert target.cache_length == 8
+    rolled = target.forward(ids[:, 8:])
+    torch.testing.assert_close(rolled.logits, target.model(ids).logits[:, 8:], atol=1e-5, rtol=0)
+
+
+def test_layer_id_errors_name_the_problem():
+    model = tiny_target("qwen3", num_layers=4)
+    with pytest.raises(TargetMismatchError, match="last layer"):
+        Target(model, (0, 3))
+    with pytest.raises(TargetMismatchError, match="out of range"):
+        Target(model, (0, 7))
+    with pytest.raises(TargetMismatchError, match="out of range"):
+        Target(model, (-2, 0))
+    with pytest.raises(TargetMismatchError, match="strictly increase"):
+        Target(model, (2, 1))
+
+
+def test_pair_errors_for_hidden_vocab_mask_and_layers():
+    model = tiny_target("llama")
+    target = Target(model, (0, 1))
+    good = draft_config_for(model, layer_ids=(0, 1))
+    cases = [
+        (good.replace(hidden_size=32), "hidden size"),
+        (good.replace(vocab_size=200), "vocab"),
+        (good.replace(target_layer_ids=(0, 2)), "reads target layers"),
+        (good.replace(num_target_layers=8, target_layer_ids=(0, 1)), "8-layer target"),
+    ]
+    for cfg, message in cases:
+        with pytest.raises(TargetMismatchError, match=message):
+            target.check_draft(cfg)
+    with pytest.raises(ValueError, match="mask_token_id"):
+        good.replace(mask_token_id=97)
+    draft = random_draft(good)
+    object.__setattr__(draft.config, "mask_token_id", 120)  # a config that dodged validation
+    with pytest.raises(TargetMismatchError, match="mask_token_id"):
+        generate(target, draft, [1, 2, 3])
