@@ -205,3 +205,42 @@ def preset(name: str) -> DraftConfig:
         return PRESETS[name]()
     except KeyError:
         raise ConfigError(f"unknown draft preset {name!r}; known presets: {', '.join(PRESETS)}") from None
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Draft training settings (DeepSpec defaults where they apply: lr 6e-4, cosine, 4 % warmup, clip 1.0,
+    512 anchors per sequence, loss 0.1 CE + 0.9 L1 + 1.0 confidence BCE with exp(−k/4) slot weights)."""
+
+    steps: int = 1000  # optimiser steps
+    lr: float = 6e-4
+    warmup_ratio: float = 0.04
+    min_lr_ratio: float = 0.0
+    weight_decay: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    grad_clip: float = 1.0
+    grad_accum: int = 1  # sequences per optimiser step (per rank)
+    num_anchors: int = 512
+    max_length: int = 2048
+    seed: int = 0
+    ce_weight: float = 0.1
+    l1_weight: float = 0.9
+    confidence_weight: float = 1.0
+    decay: float = 4.0
+    log_every: int = 1
+    save_every: int = 0  # 0: only at the end
+    bf16: bool | None = None  # None: bf16 autocast on CUDA, fp32 elsewhere
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "betas", tuple(self.betas))
+        if self.steps < 1 or self.grad_accum < 1 or self.num_anchors < 1:
+            raise ConfigError("steps, grad_accum and num_anchors must be >= 1")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ConfigError("warmup_ratio must be in [0, 1)")
+        if self.lr <= 0:
+            raise ConfigError("lr must be > 0")
+
+    @classmethod
+    def dflash(cls, **kw: Any) -> "TrainConfig":
+        """The DFlash baseline objective: CE only."""
+        return cls(ce_weight=1.0, l1_weight=0.0, confidence_weight=0.0, **kw)

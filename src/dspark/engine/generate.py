@@ -71,6 +71,8 @@ def generate_stream(target: Target, draft: DSparkDraft | None, input_ids: Sequen
     recorder = recorder if recorder is not None else StatsRecorder()
     prompt = _prompt_ids(input_ids, target.device)  # [1, P]
     gamma = _drafts_per_round(draft, config)
+    if calibration is None and draft is not None:
+        calibration = getattr(draft, "sts_temperatures", None)
     if gamma:
         prepare_pair(target, draft)
         limit = draft.config.max_position_embeddings
@@ -123,7 +125,8 @@ def generate_stream(target: Target, draft: DSparkDraft | None, input_ids: Sequen
         stop = next((i for i, token in enumerate(committed) if token in eos), None)
         if stop is not None:
             committed = committed[: stop + 1]  # an accepted EOS ends the sequence; nothing after it counts
-        recorder.record(drafts.numel(), len(committed) - 1)
+        recorder.record(drafts.numel(), len(committed) - 1,
+                        None if proposal is None else proposal.confidence_logits)
         kept = verdict.accepted + 1  # rows [anchor, d_0 … d_{a−1}] stay in the target cache
         target.crop(target.cache_length - (block.shape[1] - kept))
         if context is not None:

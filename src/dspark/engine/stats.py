@@ -16,10 +16,13 @@ class StatsRecorder:
     proposed: list[int] = field(default_factory=list)
     prompt_tokens: int = 0
     new_tokens: int = 0
+    confidence: list = field(default_factory=list)  # per drafting round: raw confidence logits of the whole block
 
-    def record(self, proposed: int, accepted: int) -> None:
+    def record(self, proposed: int, accepted: int, confidence=None) -> None:
         self.proposed.append(proposed)
         self.accepted.append(accepted)
+        if confidence is not None:
+            self.confidence.append((confidence.tolist(), proposed, accepted))
 
     def freeze(self) -> "GenerationStats":
         return GenerationStats(tuple(self.accepted), tuple(self.proposed), self.prompt_tokens, self.new_tokens)

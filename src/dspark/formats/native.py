@@ -114,7 +114,7 @@ def config_from_dict(raw: dict[str, Any], where: str = CONFIG_NAME) -> DraftConf
         raise CheckpointError(f"{where}: {err}") from None
 
 
-def _atomic_write(path: Path, write) -> None:
+def atomic_write(path: Path, write) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
@@ -127,7 +127,7 @@ def _atomic_write(path: Path, write) -> None:
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Write JSON atomically (temp file + rename)."""
-    _atomic_write(Path(path), lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2) + "\n"))
+    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2) + "\n"))
 
 
 def save_draft(draft: DSparkDraft, path: str | Path, include_embeddings: bool = False) -> Path:
@@ -137,7 +137,7 @@ def save_draft(draft: DSparkDraft, path: str | Path, include_embeddings: bool = 
     path.mkdir(parents=True, exist_ok=True)
     state = {name: t.detach().to("cpu").contiguous() for name, t in draft.state_dict().items()
              if include_embeddings or name not in EMBEDDING_TENSORS}
-    _atomic_write(path / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
+    atomic_write(path / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
     write_json(path / CONFIG_NAME, config_to_dict(draft.config))
     return path
 
@@ -183,4 +183,7 @@ def load_draft(path: str | Path, device: str | torch.device = "cpu", dtype: torc
     draft.rotary.reset_parameters()  # its frequencies are not in the file: recompute them off the meta device
     if draft.embed_tokens is not None:
         draft.tie_embeddings(draft.embed_tokens, draft.lm_head)  # freeze
+    calibration = path / "calibration.json"  # STS temperatures for the confidence head, if fitted
+    draft.sts_temperatures = (torch.tensor(json.loads(calibration.read_text())["sts_temperatures"])
+                              if calibration.is_file() else None)
     return draft.eval()

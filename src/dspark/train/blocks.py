@@ -3,7 +3,8 @@
 A valid anchor p has loss_mask[p] = loss_mask[p+1] = 1 (p ≤ S−2). Block j is [x_p, MASK × (γ−1)] at positions
 p … p+γ−1; slot k is supervised with x_{p+k+1} ("sample from anchor") while the cumulative-product eval mask holds.
 A block sees the context strictly before its anchor and its whole own block (bidirectional), nothing else.
-Pure tensor bookkeeping: no model, no loss.
+DFlash mode (the comparison baseline) uses the same block inputs but slot k predicts x_{p+k}: slot 0 predicts
+nothing, so the label arrays cover slots 1 … γ−1 only. Pure tensor bookkeeping: no model, no loss.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import torch
 @dataclass(frozen=True)
 class Blocks:
     block_ids: torch.Tensor  # [B, N, γ] draft inputs
+    slot_offset: int  # 0 (dspark) or 1 (dflash): block slot of the first label below
     positions: torch.Tensor  # [B, S + N·γ] context positions then block positions
     label_indices: torch.Tensor  # [B, N, γ] p+1 … p+γ (unclamped)
     target_ids: torch.Tensor  # [B, N, γ] dataset tokens the slots predict
@@ -76,16 +78,18 @@ def sdpa_mask(attention_mask: torch.Tensor, keep: torch.Tensor, seq_len: int, bl
 
 
 def build_blocks(input_ids: torch.Tensor, loss_mask: torch.Tensor, anchors: torch.Tensor, keep: torch.Tensor,
-                 block_size: int, mask_token_id: int, decay: float = 4.0) -> Blocks:
-    """Everything a DSpark training forward needs for the given anchors (see module doc)."""
+                 block_size: int, mask_token_id: int, decay: float = 4.0, mode: str = "dspark") -> Blocks:
+    """Everything a training forward needs for the given anchors (see module doc). Label-side arrays have
+    γ slots in "dspark" mode and γ−1 (slots 1 … γ−1) in "dflash" mode."""
     b, s = input_ids.shape
     device = input_ids.device
-    k = torch.arange(block_size, device=device)  # [γ]
+    offset = 1 if mode == "dflash" else 0  # first block slot that predicts a token
+    k = torch.arange(block_size - offset, device=device)  # [P] prediction slots, 0-indexed among themselves
     gather = lambda idx: torch.gather(input_ids, 1, idx.reshape(b, -1)).reshape(idx.shape)  # noqa: E731
     anchor_tokens = gather(anchors)  # [B, N]
     block_ids = torch.full((*anchors.shape, block_size), mask_token_id, dtype=torch.long, device=device)
     block_ids[..., 0] = torch.where(keep, anchor_tokens, torch.full_like(anchor_tokens, mask_token_id))
-    labels = anchors[..., None] + 1 + k  # [B, N, γ]
+    labels = anchors[..., None] + 1 + k  # [B, N, P]: x_{p+k+1} (dspark slot k; dflash slot k+1)
     clamped = labels.clamp(max=s - 1)
     target_ids = torch.where(keep[..., None], gather(clamped), anchor_tokens[..., None].expand_as(labels))
     prev_ids = torch.cat([anchor_tokens[..., None], target_ids[..., :-1]], dim=-1)  # [B, N, γ]
@@ -94,9 +98,10 @@ def build_blocks(input_ids: torch.Tensor, loss_mask: torch.Tensor, anchors: torc
     eval_mask = (in_range & supervised & keep[..., None]).long().cumprod(-1).bool()  # [B, N, γ]
     weights = eval_mask.float() * torch.exp(-k.float() / decay)  # [B, N, γ]
     ctx_positions = torch.arange(s, device=device).expand(b, s)  # [B, S]
-    block_positions = (anchors[..., None] + k).reshape(b, -1)  # [B, N·γ]
+    block_positions = (anchors[..., None] + torch.arange(block_size, device=device)).reshape(b, -1)  # [B, N·γ]
     return Blocks(
         block_ids=block_ids,
+        slot_offset=offset,
         positions=torch.cat([ctx_positions, block_positions], dim=1),
         label_indices=labels,
         target_ids=target_ids,

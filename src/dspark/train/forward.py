@@ -31,7 +31,7 @@ def draft_forward(draft: DSparkDraft, features: torch.Tensor, blocks: Blocks) ->
     kv = draft.context_kv(context, blocks.positions[:, :s])
     mask = sdpa_mask(blocks.attention_mask, blocks.keep, s, gamma)  # [B, 1, N·γ, S+N·γ]
     hidden = draft(blocks.block_ids.reshape(b, n * gamma), blocks.positions[:, s:], kv, mask)
-    hidden = hidden.view(b, n, gamma, -1)  # [B, N, γ, d]
+    hidden = hidden.view(b, n, gamma, -1)[:, :, blocks.slot_offset:]  # [B, N, P, d] the predicting slots
     logits = draft.base_logits(hidden)  # [B, N, γ, V]
     bias = None
     if draft.markov_head is not None:

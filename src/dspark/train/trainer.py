@@ -1,0 +1,196 @@
+"""The draft training loop: AdamW, cosine schedule with warmup, clipping, accumulation, bf16 autocast on CUDA,
+a progress bar, JSONL metrics, checkpoints and exact resume; data parallel under torchrun (DDP) with the loss
+normalised by the global count of supervised slots (numerators local, denominator all-reduced).
+
+Data order and anchor draws are functions of (seed, position), so a resumed run sees exactly what the
+uninterrupted run saw. Hidden states come from any `HiddenStateSource` (online target or offline store).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from dspark.config import TrainConfig
+from dspark.model.draft import DSparkDraft
+from dspark.train.blocks import build_blocks, sample_anchors
+from dspark.train.forward import draft_forward, teacher_logits
+from dspark.train.hidden import HiddenStateSource
+from dspark.train.loss import LossWeights, dspark_loss
+from dspark.train.state import Position, latest_checkpoint, load_checkpoint, save_checkpoint
+
+METRICS = "metrics.jsonl"
+
+
+@dataclass(frozen=True)
+class StepMetrics:
+    step: int
+    loss: float
+    ce: float
+    l1: float
+    confidence: float
+    tau: float  # analytic τ of this step's blocks
+    lr: float
+    grad_norm: float
+    tokens_per_s: float  # sequence tokens through the draft per second (all ranks)
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    history: tuple[StepMetrics, ...]
+    checkpoint: Path | None
+    seconds: float
+
+
+class _Forward(nn.Module):
+    """What DDP wraps: the draft's training forward (DDP hooks only a module's forward)."""
+
+    def __init__(self, draft: DSparkDraft):
+        super().__init__()
+        self.draft = draft
+
+    def forward(self, features, blocks):
+        return draft_forward(self.draft, features, blocks)
+
+
+def _world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _order(n: int, seed: int, epoch: int) -> torch.Tensor:
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
+
+
+def _schedule(config: TrainConfig):
+    warmup = int(config.warmup_ratio * config.steps)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        progress = (step - warmup) / max(1, config.steps - warmup)
+        return config.min_lr_ratio + (1 - config.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+    return factor
+
+
+def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, out_dir: str | Path | None = None,
+          resume: bool = False, progress: bool = True, stop_after: int | None = None) -> TrainResult:
+    """Train `draft` (its embed / lm_head must be the target's, tied) and return the per-step metrics.
+    `stop_after` ends the run early after that many steps (as a kill would), keeping the schedule of `steps`."""
+    from tqdm.auto import tqdm
+
+    rank, world = _world()
+    device = draft.fc.weight.device
+    out = Path(out_dir) if out_dir is not None else None
+    params = [p for p in draft.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=config.lr, betas=config.betas, weight_decay=config.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(config))
+    position = Position(0, 0)
+    if resume and out is not None and (ckpt := latest_checkpoint(out)) is not None:
+        position = load_checkpoint(ckpt, draft, optimizer, scheduler)
+    if out is not None and rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        _truncate_metrics(out / METRICS, position.step)
+    model = _Forward(draft)
+    if world > 1:
+        model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    use_bf16 = config.bf16 if config.bf16 is not None else device.type == "cuda"
+    weights = LossWeights(config.ce_weight, config.l1_weight, config.confidence_weight, config.decay)
+    cfg = draft.config
+    history: list[StepMetrics] = []
+    end = config.steps if stop_after is None else min(config.steps, position.step + stop_after)
+    bar = tqdm(total=config.steps, initial=position.step, desc="training draft", disable=not progress or rank != 0)
+    began = time.perf_counter()
+    draft.train()
+    n = len(source)
+    for step in range(position.step, end):
+        tick = time.perf_counter()
+        micro = []
+        for a in range(config.grad_accum):
+            seq = position.consumed + a * world + rank
+            epoch, offset = divmod(seq, n)
+            hs = source.get(int(_order(n, config.seed, epoch)[offset]))
+            s = min(hs.input_ids.shape[1], config.max_length)
+            ids, mask = hs.input_ids[:, :s].to(device), hs.loss_mask[:, :s].to(device)
+            gen = torch.Generator().manual_seed(config.seed * 7_919 + seq)
+            anchors, keep = sample_anchors(mask.cpu(), config.num_anchors, gen)
+            blocks = build_blocks(ids, mask, anchors.to(device), keep.to(device), cfg.block_size, cfg.mask_token_id,
+                                  config.decay, cfg.mode)
+            micro.append((hs.features[:, :s].to(device), hs.last_hidden[:, :s].to(device), blocks))
+        den = sum(b.loss_weights.sum() for _, _, b in micro).detach().clone()
+        if world > 1:
+            dist.all_reduce(den)
+        sums = {"loss": 0.0, "ce": 0.0, "l1": 0.0, "confidence": 0.0, "tau": 0.0}
+        for i, (features, last_hidden, blocks) in enumerate(micro):
+            sync = world > 1 and i < len(micro) - 1
+            with (model.no_sync() if sync else contextlib.nullcontext()), torch.autocast(device.type, torch.bfloat16, enabled=use_bf16):
+                outputs = model(features, blocks)
+            teacher = teacher_logits(draft.lm_head, last_hidden, blocks)
+            terms = dspark_loss(outputs.logits, teacher, blocks.target_ids, outputs.confidence_logits,
+                                blocks.loss_weights, blocks.eval_mask, weights, denominator=den)
+            (terms.total * world).backward()  # DDP averages gradients; the global denominator already normalises
+            for key, value in (("loss", terms.total), ("ce", terms.ce), ("l1", terms.l1),
+                               ("confidence", terms.confidence)):
+                sums[key] += float(value.detach())
+            sums["tau"] += float(terms.tau) / len(micro)
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(params, config.grad_clip))
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        position = Position(step + 1, position.consumed + config.grad_accum * world)
+        if world > 1:
+            stats = torch.tensor([sums["loss"], sums["ce"], sums["l1"], sums["confidence"], sums["tau"] / world],
+                                 device=device)
+            dist.all_reduce(stats)
+            sums.update(zip(("loss", "ce", "l1", "confidence", "tau"), stats.tolist()))
+        tokens = sum(int(f.shape[1]) for f, _, _ in micro) * world
+        metrics = StepMetrics(step + 1, sums["loss"], sums["ce"], sums["l1"], sums["confidence"], sums["tau"],
+                              scheduler.get_last_lr()[0], grad_norm, tokens / max(time.perf_counter() - tick, 1e-9))
+        history.append(metrics)
+        bar.set_postfix(loss=f"{metrics.loss:.4f}", tau=f"{metrics.tau:.2f}", tok_s=f"{metrics.tokens_per_s:.0f}")
+        bar.update(1)
+        if out is not None and rank == 0:
+            if (step + 1) % config.log_every == 0:
+                with (out / METRICS).open("a") as f:
+                    f.write(json.dumps(asdict(metrics)) + "\n")
+            if config.save_every and (step + 1) % config.save_every == 0 and step + 1 < end:
+                save_checkpoint(out, draft, optimizer, scheduler, position, asdict(config))
+    bar.close()
+    draft.eval()
+    ckpt = None
+    if out is not None and rank == 0:
+        ckpt = save_checkpoint(out, draft, optimizer, scheduler, position, asdict(config))
+    return TrainResult(tuple(history), ckpt, time.perf_counter() - began)
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric lines past `step` (written by a run that was killed before its next checkpoint)."""
+    if not path.exists():
+        return
+    keep = [line for line in path.read_text().splitlines() if line.strip() and json.loads(line)["step"] <= step]
+    path.write_text("".join(line + "\n" for line in keep))
+
+
+def init_distributed() -> tuple[int, int, torch.device]:
+    """Initialise torch.distributed from torchrun's environment (NCCL on CUDA, gloo on CPU)."""
+    if "WORLD_SIZE" not in os.environ or int(os.environ["WORLD_SIZE"]) == 1:
+        return 0, 1, torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    local = int(os.environ.get("LOCAL_RANK", 0))
+    if torch.cuda.is_available():
+        torch.cuda.set_device(local)
+        dist.init_process_group("nccl")
+        device = torch.device("cuda", local)
+    else:
+        dist.init_process_group("gloo")
+        device = torch.device("cpu")
+    return dist.get_rank(), dist.get_world_size(), device

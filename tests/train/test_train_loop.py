@@ -1,0 +1,100 @@
+"""The training loop: exact resume after a kill, online == offline hidden states, vLLM layout, DFlash mode."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from dspark import Target
+from dspark.config import TrainConfig
+from dspark.model.draft import DSparkDraft
+from dspark.testbed.random_pair import draft_config_for, tiny_target
+from dspark.train.blocks import build_blocks
+from dspark.train.data import Example
+from dspark.train.hidden import OfflineHiddenStates, OnlineHiddenStates, VllmHiddenStates, capture_offline
+from dspark.train.trainer import METRICS, train
+
+CONFIG = TrainConfig(steps=6, lr=3e-3, num_anchors=8, grad_accum=2, warmup_ratio=0.2, save_every=2)
+
+
+def _setup(mode="dspark"):
+    model = tiny_target("qwen3", seed=0, num_layers=3)
+    cfg = draft_config_for(model, layer_ids=(0, 1), block_size=4, mode=mode)
+    gen = torch.Generator().manual_seed(0)
+    examples = [Example(str(i), tuple(torch.randint(0, 96, (40,), generator=gen).tolist()), (0,) * 6 + (1,) * 34)
+                for i in range(5)]
+    return model, cfg, examples
+
+
+def _draft(model, cfg):
+    torch.manual_seed(1)
+    draft = DSparkDraft(cfg)
+    draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
+    return draft
+
+
+def test_resume_after_a_kill_reaches_the_same_losses_and_weights(tmp_path):
+    model, cfg, examples = _setup()
+    source = OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples)
+    full = _draft(model, cfg)
+    whole = train(full, source, CONFIG, tmp_path / "a", progress=False)
+    killed = _draft(model, cfg)
+    first = train(killed, source, CONFIG, tmp_path / "b", progress=False, stop_after=3)
+    assert len(first.history) == 3
+    resumed_draft = _draft(model, cfg)  # a fresh process: new weights, state comes from the checkpoint
+    rest = train(resumed_draft, source, CONFIG, tmp_path / "b", resume=True, progress=False)
+    losses = [m.loss for m in first.history + rest.history]
+    assert losses == pytest.approx([m.loss for m in whole.history], abs=1e-6)
+    for a, b in zip(full.state_dict().values(), resumed_draft.state_dict().values()):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    logged = [json.loads(line)["step"] for line in (tmp_path / "b" / METRICS).read_text().splitlines()]
+    assert logged == [1, 2, 3, 4, 5, 6]
+    assert whole.history[-1].loss < whole.history[0].loss
+
+
+def test_online_and_offline_hidden_states_give_the_same_losses(tmp_path):
+    model, cfg, examples = _setup()
+    target = Target(model, cfg.target_layer_ids)
+    capture_offline(target, examples, tmp_path / "hs", shard_size=2, progress=False)
+    assert len(list((tmp_path / "hs").glob("shard_*.safetensors"))) == 3
+    online = train(_draft(model, cfg), OnlineHiddenStates(target, examples), CONFIG, progress=False)
+    offline = train(_draft(model, cfg), OfflineHiddenStates(tmp_path / "hs", cfg.target_layer_ids), CONFIG,
+                    progress=False)
+    assert [m.loss for m in online.history] == pytest.approx([m.loss for m in offline.history], abs=1e-6)
+    with pytest.raises(ValueError, match="capture again"):
+        OfflineHiddenStates(tmp_path / "hs", (0, 2))
+
+
+def test_vllm_hidden_state_files_read_as_the_same_features(tmp_path):
+    model, cfg, examples = _setup()
+    target = Target(model, cfg.target_layer_ids)
+    ids = torch.tensor([examples[0].input_ids])
+    hidden = model(ids, output_hidden_states=True).hidden_states
+    raw_final = model.model.layers[-1](hidden[-2], position_embeddings=model.model.rotary_emb(hidden[-2],
+                                       torch.arange(ids.shape[1])[None]))
+    raw_final = raw_final[0] if isinstance(raw_final, tuple) else raw_final
+    aux = [1, 2, 3]  # vLLM aux ids = inputs of layers 1, 2 and the final layer's output (include-last-layer)
+    stacked = torch.stack([hidden[1][0], hidden[2][0], raw_final[0]], dim=1)  # [S, 3, d]
+    save_file({"token_ids": ids[0], "hidden_states": stacked.detach().contiguous()}, tmp_path / "hs_0.safetensors")
+    reader = VllmHiddenStates(tmp_path, aux, cfg.target_layer_ids, model.model.norm, 3)
+    got = reader.get(0)
+    ours = OnlineHiddenStates(target, examples).get(0)
+    torch.testing.assert_close(got.features, ours.features, atol=1e-5, rtol=0)
+    torch.testing.assert_close(got.last_hidden, ours.last_hidden, atol=1e-5, rtol=0)
+    with pytest.raises(ValueError, match="include-last-layer"):
+        VllmHiddenStates(tmp_path, [1, 2], cfg.target_layer_ids, model.model.norm, 3)
+
+
+def test_dflash_mode_labels_slot_k_with_the_token_at_p_plus_k_and_trains():
+    ids = torch.arange(20)[None]
+    blocks = build_blocks(ids, torch.ones_like(ids), torch.tensor([[5]]), torch.tensor([[True]]), 4, 99, mode="dflash")
+    assert blocks.slot_offset == 1 and blocks.target_ids[0, 0].tolist() == [6, 7, 8]
+    spark = build_blocks(ids, torch.ones_like(ids), torch.tensor([[5]]), torch.tensor([[True]]), 4, 99)
+    assert spark.target_ids[0, 0].tolist() == [6, 7, 8, 9]
+    model, cfg, examples = _setup(mode="dflash")
+    result = train(_draft(model, cfg), OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples),
+                   TrainConfig.dflash(steps=6, lr=3e-3, num_anchors=8, grad_accum=2), progress=False)
+    assert result.history[-1].ce < result.history[0].ce
+    assert all(m.confidence == 0.0 for m in result.history)
