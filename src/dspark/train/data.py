@@ -108,8 +108,8 @@ def render_prompt(prompt: Prompt, tokenizer) -> list[int]:
     if prompt.is_chat:
         messages = [{"role": r, "content": c} for r, c in prompt.messages]
         if getattr(tokenizer, "chat_template", None):
-            ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
-            return list(ids["input_ids"] if isinstance(ids, dict) else ids)
+            text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            return tokenizer(text, add_special_tokens=False)["input_ids"]
         text = "".join(f"{r}: {c}\n" for r, c in prompt.messages) + "assistant: "
         return tokenizer(text, add_special_tokens=False)["input_ids"]
     return tokenizer(prompt.text, add_special_tokens=False)["input_ids"]

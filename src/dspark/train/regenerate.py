@@ -105,9 +105,7 @@ def _generate_batch(model, prompts: list[list[int]], pad: int, eos: int | None, 
     responses = []
     for row in out[:, width:].tolist():
         if eos is not None and eos in row:
-            row = row[: row.index(eos) + 1]  # keep the EOS: the draft must learn to propose it
-        while row and row[-1] == pad and pad != eos:
-            row.pop()
+            row = row[: row.index(eos) + 1]  # keep the EOS: the draft must learn to propose it (padding follows it)
         responses.append(row)
     return responses
 

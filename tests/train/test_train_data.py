@@ -1,0 +1,89 @@
+"""Prompts, chat rendering, regeneration by the target (batched, resumable, counts add up) and calibration."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+
+from dspark.testbed.random_pair import tiny_target
+from dspark.train.calibrate import expected_calibration_error, fit_sts, prefix_labels
+from dspark.train.data import DataError, Prompt, load_prompts, read_examples, render_prompt
+from dspark.train.regenerate import regenerate
+
+WORDS = ["<pad>", "<eos>", "<unk>", "user", "assistant", "system", ":", "\n"] + [f"w{i}" for i in range(89)]
+
+
+def word_tokenizer(chat: bool = True) -> PreTrainedTokenizerFast:
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+    if chat:
+        fast.chat_template = ("{% for m in messages %}{{ m['role'] }} : {{ m['content'] }} \n {% endfor %}"
+                              "{% if add_generation_prompt %}assistant : {% endif %}")
+    return fast
+
+
+def test_jsonl_chat_sharegpt_plain_and_folder_prompts(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "a", "messages": [{"role": "user", "content": "w1 w2"}, {"role": "assistant", "content": "w3"}]},
+        {"conversations": [{"from": "human", "value": "w4"}, {"from": "gpt", "value": "w5"}]},
+        {"prompt": "w6 w7"},
+    ]) + "\n")
+    prompts = load_prompts(path)
+    assert prompts[0] == Prompt("a", messages=(("user", "w1 w2"),))  # the old answer is dropped: regenerated
+    assert prompts[1].messages == (("user", "w4"),) and prompts[2].text == "w6 w7"
+    tok = word_tokenizer()
+    assert tok.convert_ids_to_tokens(render_prompt(prompts[0], tok)) == ["user", ":", "w1", "w2", "assistant", ":"]
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "m.py").write_text("".join(f"x{i} = {i}\n" for i in range(400)))
+    folder = load_prompts(tmp_path / "code", chunk_chars=500)
+    assert len(folder) >= 4 and all(p.text.startswith("x") and p.text.endswith("\n") for p in folder)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"messages": [{"role": "user"}]}\n')
+    with pytest.raises(DataError, match="bad.jsonl:1"):
+        load_prompts(bad)
+
+
+def test_regeneration_masks_only_the_response_resumes_and_counts_add_up(tmp_path):
+    model = tiny_target("llama", vocab_size=len(WORDS), seed=0)
+    model.generation_config.eos_token_id = None
+    tok = word_tokenizer()
+    prompts = [Prompt(str(i), messages=(("user", f"w{i} w{i + 1}"),)) for i in range(6)]
+    prompts.append(Prompt("long", text=" ".join(["w1"] * 300)))
+    out = tmp_path / "regen.jsonl"
+    counts = regenerate(model, tok, prompts[:3], out, batch_size=2, max_new_tokens=5, max_length=64, progress=False)
+    assert (counts.success, counts.skipped, counts.failed) == (3, 0, 0)
+    with out.open("a") as f:
+        f.write('{"id": "half-writ')  # a run killed mid-line
+    counts = regenerate(model, tok, prompts, out, batch_size=4, max_new_tokens=5, max_length=64, progress=False)
+    assert (counts.total, counts.success, counts.skipped, counts.failed) == (7, 3, 4, 0)  # 3 done + 1 too long
+    examples = read_examples(out)
+    assert sorted(e.id for e in examples) == ["0", "1", "2", "3", "4", "5"]
+    for ex in examples:
+        prompt_len = len(render_prompt(prompts[int(ex.id)], tok))
+        response = list(ex.input_ids[prompt_len:])
+        assert ex.loss_mask == (0,) * prompt_len + (1,) * len(response)
+        ids = torch.tensor([ex.input_ids[:prompt_len]])
+        greedy = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=5, do_sample=False,
+                                pad_token_id=0, eos_token_id=tok.eos_token_id)[0, prompt_len:].tolist()
+        assert response == greedy[: len(response)]  # the target's own greedy response…
+        assert len(response) == 5 or response[-1] == tok.eos_token_id  # …up to its EOS (kept) or the limit
+
+
+def test_sts_lowers_calibration_error_of_an_overconfident_head():
+    gen = torch.Generator().manual_seed(0)
+    rounds, slots = 4000, 5
+    true_logit = torch.randn(rounds, slots, generator=gen) * 1.5  # true conditional acceptance logits
+    accepted_slot = torch.rand(rounds, slots, generator=gen) < torch.sigmoid(true_logit)
+    accepted = accepted_slot.long().cumprod(-1).sum(-1)  # prefix length
+    reported = true_logit * 3.0  # an overconfident head: right ranking, too sharp
+    cal = fit_sts(reported, accepted)
+    assert all(2.0 < t < 4.5 for t in cal.sts_temperatures[:3])  # later slots are rarely reached: weakly determined
+    assert sum(cal.ece_after) < 0.5 * sum(cal.ece_before)
+    labels = prefix_labels(torch.tensor([0, 2]), 3)
+    assert labels.tolist() == [[0, 0, 0], [1, 1, 0]]
+    assert expected_calibration_error(torch.tensor([0.05, 0.95]), torch.tensor([0.0, 1.0])) == pytest.approx(0.05)
