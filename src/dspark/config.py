@@ -219,7 +219,8 @@ class TrainConfig:
     weight_decay: float = 0.0
     betas: tuple[float, float] = (0.9, 0.999)
     grad_clip: float = 1.0
-    grad_accum: int = 1  # sequences per optimiser step (per rank)
+    batch_size: int = 1  # sequences per micro-batch (right-padded)
+    grad_accum: int = 1  # micro-batches per optimiser step (per rank)
     num_anchors: int = 512
     max_length: int = 2048
     seed: int = 0
@@ -233,8 +234,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(self.betas))
-        if self.steps < 1 or self.grad_accum < 1 or self.num_anchors < 1:
-            raise ConfigError("steps, grad_accum and num_anchors must be >= 1")
+        if min(self.steps, self.batch_size, self.grad_accum, self.num_anchors) < 1:
+            raise ConfigError("steps, batch_size, grad_accum and num_anchors must be >= 1")
         if not 0 <= self.warmup_ratio < 1:
             raise ConfigError("warmup_ratio must be in [0, 1)")
         if self.lr <= 0:

@@ -17,6 +17,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "launch": ("launch", "print a launch command for SGLang / vLLM / TensorRT-LLM"),
     "doctor": ("doctor", "find silent misconfigurations in an engine launch command or live server"),
     "monitor": ("monitor", "watch acceptance live from a dspark / vLLM / SGLang /metrics endpoint"),
+    "serve": ("serve", "OpenAI-compatible server (speculative decoding, Prometheus /metrics) on a local target"),
+    "bench": ("bench", "prompt suites, acceptance runs (τ per suite and temperature) and reports with plots"),
+    "export": ("export", "write a draft in the DeepSpec / SpecForge / speculators / DFlash layout an engine loads"),
+    "import": ("import_", "read a DeepSpec / SpecForge / speculators / DFlash draft into dspark's native folder"),
 }
 
 

@@ -36,6 +36,27 @@ class HiddenStateSource(Protocol):
     def get(self, index: int) -> HiddenStates: ...
 
 
+def get_batch(source: HiddenStateSource, indices: Sequence[int]) -> HiddenStates:
+    """Several sequences, right-padded to the longest (padding has loss_mask 0, so no anchor or label lands there;
+    causal targets and the block mask never let real tokens see it)."""
+    if hasattr(source, "get_padded"):
+        return source.get_padded(indices)
+    return pad_batch([source.get(i) for i in indices])
+
+
+def pad_batch(items: Sequence[HiddenStates]) -> HiddenStates:
+    if len(items) == 1:
+        return items[0]
+    width = max(h.input_ids.shape[1] for h in items)
+
+    def pad(t: torch.Tensor) -> torch.Tensor:
+        extra = width - t.shape[1]
+        return torch.nn.functional.pad(t, (0, 0, 0, extra) if t.dim() == 3 else (0, extra))
+
+    return HiddenStates(*(torch.cat([pad(getattr(h, f)) for h in items]) for f in
+                          ("input_ids", "loss_mask", "features", "last_hidden")))
+
+
 class OnlineHiddenStates:
     """Runs the target on demand."""
 
@@ -46,12 +67,21 @@ class OnlineHiddenStates:
         return len(self.examples)
 
     def get(self, index: int) -> HiddenStates:
-        ex = self.examples[index]
+        return self.get_padded([index])
+
+    def get_padded(self, indices: Sequence[int]) -> HiddenStates:
+        """One right-padded target pass over several examples."""
+        rows = [self.examples[i] for i in indices]
+        width = max(len(ex.input_ids) for ex in rows)
         device = self.target.device
-        ids = torch.tensor([ex.input_ids], device=device)
+        ids = torch.zeros(len(rows), width, dtype=torch.long)
+        mask = torch.zeros(len(rows), width, dtype=torch.long)
+        for r, ex in enumerate(rows):
+            ids[r, : len(ex.input_ids)] = torch.tensor(ex.input_ids)
+            mask[r, : len(ex.loss_mask)] = torch.tensor(ex.loss_mask)
+        ids, mask = ids.to(device), mask.to(device)
         out = self.target.forward(ids, use_cache=False)  # inference tensors: clone them for autograd
-        return HiddenStates(ids, torch.tensor([ex.loss_mask], device=device), out.features.clone(),
-                            out.last_hidden.clone())
+        return HiddenStates(ids, mask, out.features.clone(), out.last_hidden.clone())
 
 
 def capture_offline(target: Target, examples: Sequence[Example], out_dir: str | Path, shard_size: int = 256,

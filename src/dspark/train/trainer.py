@@ -23,7 +23,7 @@ from dspark.config import TrainConfig
 from dspark.model.draft import DSparkDraft
 from dspark.train.blocks import build_blocks, sample_anchors
 from dspark.train.forward import draft_forward, teacher_logits
-from dspark.train.hidden import HiddenStateSource
+from dspark.train.hidden import HiddenStateSource, get_batch
 from dspark.train.loss import LossWeights, dspark_loss
 from dspark.train.state import Position, latest_checkpoint, load_checkpoint, save_checkpoint
 
@@ -117,12 +117,12 @@ def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, ou
         tick = time.perf_counter()
         micro = []
         for a in range(config.grad_accum):
-            seq = position.consumed + a * world + rank
-            epoch, offset = divmod(seq, n)
-            hs = source.get(int(_order(n, config.seed, epoch)[offset]))
+            first = position.consumed + (a * world + rank) * config.batch_size  # global sequence counter
+            seqs = range(first, first + config.batch_size)
+            hs = get_batch(source, [int(_order(n, config.seed, q // n)[q % n]) for q in seqs])
             s = min(hs.input_ids.shape[1], config.max_length)
             ids, mask = hs.input_ids[:, :s].to(device), hs.loss_mask[:, :s].to(device)
-            gen = torch.Generator().manual_seed(config.seed * 7_919 + seq)
+            gen = torch.Generator().manual_seed(config.seed * 7_919 + first)
             anchors, keep = sample_anchors(mask.cpu(), config.num_anchors, gen)
             blocks = build_blocks(ids, mask, anchors.to(device), keep.to(device), cfg.block_size, cfg.mask_token_id,
                                   config.decay, cfg.mode)
@@ -147,13 +147,13 @@ def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, ou
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-        position = Position(step + 1, position.consumed + config.grad_accum * world)
+        position = Position(step + 1, position.consumed + config.grad_accum * world * config.batch_size)
         if world > 1:
             stats = torch.tensor([sums["loss"], sums["ce"], sums["l1"], sums["confidence"], sums["tau"] / world],
                                  device=device)
             dist.all_reduce(stats)
             sums.update(zip(("loss", "ce", "l1", "confidence", "tau"), stats.tolist()))
-        tokens = sum(int(f.shape[1]) for f, _, _ in micro) * world
+        tokens = sum(int(b.keep.shape[0]) * int(f.shape[1]) for f, _, b in micro) * world
         metrics = StepMetrics(step + 1, sums["loss"], sums["ce"], sums["l1"], sums["confidence"], sums["tau"],
                               scheduler.get_last_lr()[0], grad_norm, tokens / max(time.perf_counter() - tick, 1e-9))
         history.append(metrics)
