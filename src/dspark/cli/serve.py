@@ -1,0 +1,105 @@
+"""`dspark serve`: an OpenAI-compatible server with speculative decoding and Prometheus metrics.
+
+Parsing and printing only; the server lives in `dspark.serve`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+EPILOG = """\
+endpoints: POST /v1/completions, POST /v1/chat/completions (both with "stream": true), GET /v1/models,
+  GET /health (no key needed), GET /metrics (Prometheus: dspark:spec_decode_* counters, TTFT, ITL, queue)
+
+examples:
+  dspark serve                                   # the embedded default model, http://127.0.0.1:8000/v1
+  dspark serve --target ./Qwen3-8B --draft ./qwen3-8b-dspark --port 8001 --api-key secret
+  dspark serve --dry-run --json                  # load and check the pair, print what would be served
+  dspark monitor http://127.0.0.1:8000           # watch τ live
+"""
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
+    models = parser.add_argument_group("model (none: the embedded default)")
+    models.add_argument("--target", help="local Hugging Face model folder (its tokenizer is loaded from it too)")
+    models.add_argument("--draft", help="dspark draft folder for the target (leave out for plain decoding)")
+    models.add_argument("--served-model-name", help="the model id clients send (default: the target folder's name)")
+    models.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (default cpu)")
+    models.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    net = parser.add_argument_group("network")
+    net.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    net.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
+    net.add_argument("--api-key", default=os.environ.get("DSPARK_API_KEY"),
+                     help="require 'Authorization: Bearer KEY' on every route but /health (default: $DSPARK_API_KEY)")
+    engine = parser.add_argument_group("engine")
+    engine.add_argument("--max-concurrency", type=int, default=4, help="sequences generated at once (default 4)")
+    engine.add_argument("--max-queue", type=int, default=1024, help="waiting requests before 429 (default 1024)")
+    engine.add_argument("--block-size", type=int, help="verify at most this many drafts per round (0: no drafting)")
+    engine.add_argument("--confidence-threshold", type=float, default=0.0,
+                        help="cut each block at the first slot whose confidence is below this (default 0: off)")
+    engine.add_argument("--per-request-spec-metrics", default="summary", choices=("none", "summary", "detailed"),
+                        help="metrics.speculative_decoding in each response, as vLLM's flag (default summary)")
+    engine.add_argument("--threads", type=int, help="torch CPU threads (default: CPU cores / --max-concurrency)")
+    parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    parser.add_argument("--dry-run", action="store_true", help="load and check everything, print it, do not serve")
+    parser.add_argument("--json", action="store_true", help="with --dry-run: print one JSON object")
+
+
+def _describe(served, settings) -> dict:
+    from dspark.serve.app import spec_tokens_per_round
+
+    draft = None
+    if served.draft is not None:
+        cfg = served.draft.config
+        draft = {"mode": cfg.mode, "block_size": cfg.block_size, "num_speculative_tokens":
+                 spec_tokens_per_round(served, settings), "target_layer_ids": list(cfg.target_layer_ids)}
+    return {"model": served.name, "url": f"http://{settings.host}:{settings.port}", "context_length":
+            served.context_length, "draft": draft, "max_concurrency": settings.max_concurrency,
+            "api_key_required": settings.api_key is not None}
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        import torch
+
+        from dspark.serve.app import create_app
+        from dspark.serve.model_source import load_served_model
+        from dspark.serve.server import serve_forever
+        from dspark.serve.settings import ServeSettings
+
+        settings = ServeSettings(
+            host=args.host, port=args.port, api_key=args.api_key, max_concurrency=args.max_concurrency,
+            max_queue=args.max_queue, block_size=args.block_size, confidence_threshold=args.confidence_threshold,
+            spec_metrics=args.per_request_spec_metrics)
+        if args.threads is not None and args.threads < 1:
+            raise ValueError("--threads must be >= 1")
+        if str(args.device).startswith("cpu"):
+            torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // settings.max_concurrency))
+        served = load_served_model(args.target, args.draft, args.served_model_name, args.device, args.dtype)
+        app = create_app(served, settings)
+        summary = _describe(served, settings)
+        if args.dry_run:
+            if args.json:
+                print(json.dumps(summary))
+            else:
+                for key, value in summary.items():
+                    print(f"{key:>17}: {value}")
+            return 0
+
+        def ready(url: str) -> None:
+            draft = summary["draft"]
+            spec = f"dspark draft, {draft['num_speculative_tokens']} drafts per round" if draft else "no draft"
+            print(f"dspark serve: {served.name} ({spec}) on {url} — OpenAI base URL {url}/v1, metrics {url}/metrics",
+                  flush=True)
+
+        serve_forever(app, settings.host, settings.port, args.log_level, on_ready=ready)
+    except (ValueError, OSError) as exc:  # setup errors say what to change; OSError: unreadable model files
+        print(f"dspark serve: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 0
+    return 0

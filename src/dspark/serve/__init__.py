@@ -1,0 +1,8 @@
+"""`dspark serve`: an OpenAI-compatible HTTP server with Prometheus metrics, an adapter over `dspark.engine`.
+
+Modules: `default_model` (what runs with no model arguments; today `tiny_successor`, a synthetic pair),
+`model_source` (what is served), `settings`, `schemas` (API models), `request_plan` (request → engine request,
+limits), `prompts`, `detokenize`, `stop_strings`, `spec_stats` (per-request acceptance), `metrics` (Prometheus),
+`scheduler` (queue + engine workers), `generation_job` (one request on a worker), `responses` (JSON / SSE), `auth`,
+`errors`, `app` (routes), `server` (uvicorn). Nothing here implements speculative decoding itself.
+"""

@@ -1,0 +1,156 @@
+"""The FastAPI application: OpenAI-compatible routes over the engine worker pool, plus /health and /metrics.
+
+Routes: POST /v1/completions, POST /v1/chat/completions (both with SSE streaming), GET /v1/models, GET /health
+(always open), GET /metrics (Prometheus text). A request is read and validated here (bad input → 4xx with an
+OpenAI error body), planned (`request_plan`), queued to the `WorkerPool` and answered from the job's events
+(`responses`). A client that disconnects cancels its job, which frees the worker. The pool starts and stops with
+the app's lifespan. No generation logic here.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import ValidationError
+
+from dspark.serve.auth import BearerAuth
+from dspark.serve.errors import APIError, install_error_handlers, validation_error
+from dspark.serve.generation_job import EventChannel, GenerationJob
+from dspark.serve.metrics import CONTENT_TYPE, ServerMetrics
+from dspark.serve.model_source import ServedModel, ServeSetupError
+from dspark.serve.request_plan import plan_request
+from dspark.serve.responses import ResponseHeader, collect, full_response, sse_stream
+from dspark.serve.scheduler import QueueFullError, WorkerPool
+from dspark.serve.schemas import ChatCompletionRequest, CompletionRequest, ModelCard, ModelList, dump
+from dspark.serve.settings import ServeSettings
+
+
+def spec_tokens_per_round(served: ServedModel, settings: ServeSettings) -> int:
+    """Drafts verified per round at most with these settings (0: no speculative decoding)."""
+    if settings.block_size is None:
+        return served.num_spec_tokens
+    if settings.block_size > served.num_spec_tokens and served.draft is not None:
+        raise ServeSetupError(f"--block-size {settings.block_size} exceeds the {served.num_spec_tokens} drafts the "
+                              f"draft proposes per block")
+    return min(settings.block_size, served.num_spec_tokens)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+async def read_json(request: Request, limit: int) -> dict[str, Any]:
+    """The request body as a JSON object, or a 4xx saying what is wrong with it."""
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise APIError(413, f"the request body ({length} bytes) exceeds the {limit}-byte limit", code="body_too_large")
+    body = bytearray()
+    async for piece in request.stream():
+        body += piece
+        if len(body) > limit:
+            raise APIError(413, f"the request body exceeds the {limit}-byte limit", code="body_too_large")
+    if not body.strip():
+        raise APIError(400, "the request body is empty; send a JSON object", code="invalid_json")
+    try:
+        data = json.loads(bytes(body), parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and bad UTF-8 are ValueErrors
+        raise APIError(400, f"malformed JSON body: {exc}", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise APIError(400, f"the request body must be a JSON object, got a JSON {type(data).__name__}",
+                       code="invalid_json")
+    return data
+
+
+async def _cancel_on_disconnect(request: Request, job: GenerationJob) -> None:
+    """Cancel `job` when the client disconnects (the body is already read, so the next message is the close)."""
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            job.cancel()
+            return
+
+
+def create_app(served: ServedModel, settings: ServeSettings = ServeSettings()) -> FastAPI:
+    spec_tokens = spec_tokens_per_round(served, settings)
+    metrics = ServerMetrics(served.name, spec_tokens)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        app.state.pool = WorkerPool(served.new_target, settings.max_concurrency, settings.max_queue,
+                                    metrics.set_queue)
+        try:
+            yield
+        finally:
+            app.state.pool.close()
+
+    app = FastAPI(title="dspark serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.served, app.state.settings, app.state.metrics = served, settings, metrics
+    install_error_handlers(app)
+    if settings.api_key:
+        app.add_middleware(BearerAuth, api_key=settings.api_key)
+
+    async def generate(request: Request, chat: bool) -> Response:
+        body = await read_json(request, settings.max_request_bytes)
+        try:
+            parsed = (ChatCompletionRequest if chat else CompletionRequest).model_validate(body)
+        except ValidationError as exc:
+            raise validation_error(exc) from None
+        plan = plan_request(parsed, served, settings)
+        channel = EventChannel(asyncio.get_running_loop())
+        job = GenerationJob(plan, served, metrics, channel, spec_tokens, settings.spec_metrics)
+        try:
+            request.app.state.pool.submit(job)
+        except QueueFullError as exc:
+            raise APIError(429, f"the server is busy: {exc}; retry later", code="queue_full") from None
+        header = ResponseHeader.new(chat, served.name)
+        watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
+        if plan.stream:
+            async def events():
+                try:
+                    async for chunk in sse_stream(header, channel, plan.include_usage):
+                        yield chunk
+                finally:  # finished, failed or the client went away: stop generating either way
+                    job.cancel()
+                    watcher.cancel()
+
+            return StreamingResponse(events(), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        try:
+            text, finished = await collect(channel)
+        finally:
+            job.cancel()
+            watcher.cancel()
+        return JSONResponse(full_response(header, text, finished))
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await generate(request, chat=False)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        return await generate(request, chat=True)
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        speculative = None
+        if served.draft is not None and spec_tokens:
+            cfg = served.draft.config
+            speculative = {"method": "dspark", "mode": cfg.mode, "num_speculative_tokens": spec_tokens,
+                           "block_size": cfg.block_size, "target_layer_ids": list(cfg.target_layer_ids)}
+        card = ModelCard(id=served.name, created=served.created, max_model_len=served.context_length,
+                         speculative=speculative)
+        return dump(ModelList(data=[card]))
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": served.name}
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
+    return app

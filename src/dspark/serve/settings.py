@@ -1,0 +1,43 @@
+"""Server settings as one frozen dataclass, validated on construction (the CLI builds it from its flags).
+
+Holds no model and starts nothing; see `model_source` for what is served and `app` for how.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dspark.serve.model_source import ServeSetupError
+
+SPEC_METRICS_LEVELS = ("none", "summary", "detailed")
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    api_key: str | None = None  # Bearer token required on every route but /health
+    max_concurrency: int = 4  # engine workers: sequences generated at the same time
+    max_queue: int = 1024  # requests waiting for a worker before new ones get 429
+    block_size: int | None = None  # drafts verified per round at most (None: the draft's own; 0: no drafting)
+    confidence_threshold: float = 0.0  # cut a block at the first slot whose confidence is below this
+    spec_metrics: str = "summary"  # per-request `metrics.speculative_decoding`: none | summary | detailed
+    default_completion_tokens: int = 16  # /v1/completions max_tokens when the request leaves it out (OpenAI's)
+    max_request_bytes: int = 8 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ServeSetupError(f"--port {self.port} is not a TCP port (0 … 65535; 0 picks a free one)")
+        if self.api_key is not None and not self.api_key.strip():
+            raise ServeSetupError("--api-key is empty; give a non-empty key or leave the flag out")
+        if self.max_concurrency < 1:
+            raise ServeSetupError("--max-concurrency must be >= 1")
+        if self.max_queue < 1:
+            raise ServeSetupError("--max-queue must be >= 1")
+        if self.block_size is not None and self.block_size < 0:
+            raise ServeSetupError("--block-size must be >= 0 (0 turns drafting off)")
+        if not 0 <= self.confidence_threshold <= 1:
+            raise ServeSetupError("--confidence-threshold must be in [0, 1]")
+        if self.spec_metrics not in SPEC_METRICS_LEVELS:
+            raise ServeSetupError(f"--per-request-spec-metrics must be one of {', '.join(SPEC_METRICS_LEVELS)}")
+        if self.default_completion_tokens < 1 or self.max_request_bytes < 1024:
+            raise ServeSetupError("default_completion_tokens must be >= 1 and max_request_bytes >= 1024")

