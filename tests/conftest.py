@@ -1,13 +1,14 @@
 """Shared test fixtures: the conformance folder and tiny models."""
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
-import pytest
-import torch
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # 2 shared cores: spinning OpenMP threads starve each other
 
-CONFORMANCE = Path(__file__).parent / "fixtures" / "conformance"
-VARIANTS = ("vanilla", "gated", "rnn")
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from fixture_paths import CONFORMANCE  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

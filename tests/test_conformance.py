@@ -8,7 +8,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import CONFORMANCE, VARIANTS
+from fixture_paths import CONFORMANCE, VARIANTS
 from dspark import GenerationConfig, Target, generate, load_draft
 from dspark.train.blocks import build_blocks
 from dspark.train.forward import draft_forward, teacher_logits

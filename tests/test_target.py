@@ -65,3 +65,13 @@ def test_pair_errors_for_hidden_vocab_mask_and_layers():
     object.__setattr__(draft.config, "mask_token_id", 120)  # a config that dodged validation
     with pytest.raises(TargetMismatchError, match="mask_token_id"):
         generate(target, draft, [1, 2, 3])
+
+
+def test_from_pretrained_loads_a_local_folder_and_refuses_a_non_model_folder(tmp_path):
+    model = tiny_target("llama", seed=7)
+    model.save_pretrained(tmp_path / "m")
+    target = Target.from_pretrained(tmp_path / "m", (0, 1))
+    ids = torch.randint(0, 97, (1, 6))
+    torch.testing.assert_close(target.forward(ids, use_cache=False).logits, model(ids).logits)
+    with pytest.raises(FileNotFoundError, match="config.json"):
+        Target.from_pretrained(tmp_path, (0,))

@@ -21,6 +21,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "prompt suites, acceptance runs (τ per suite and temperature) and reports with plots"),
     "export": ("export", "write a draft in the DeepSpec / SpecForge / speculators / DFlash layout an engine loads"),
     "import": ("import_", "read a DeepSpec / SpecForge / speculators / DFlash draft into dspark's native folder"),
+    "train": ("train", "regenerate data with the target, capture hidden states, train and calibrate a draft"),
+    "testbed": ("testbed", "train the tiny testbed target on the Python standard library (CPU, about a minute)"),
 }
 
 

@@ -88,6 +88,11 @@ def _method(ctx: DoctorContext) -> list[Finding]:
     return []
 
 
+def _export_layout(anchor: str) -> str:
+    """The `dspark export --layout` that SGLang / TensorRT-LLM load for a draft of this anchor layout."""
+    return "deepspec" if anchor == DSPARK else "dflash"
+
+
 def _layout(ctx: DoctorContext) -> list[Finding]:
     draft, engine = ctx.draft, ctx.engine
     if draft is None or engine is None:
@@ -95,20 +100,26 @@ def _layout(ctx: DoctorContext) -> list[Finding]:
     out: list[Finding] = []
     for problem in draft.problems:
         out.append(LAYER_BASE.fire("the draft may read the wrong target layers: acceptance near 1.0",
-                                   "re-export with `dspark export`, which writes one unambiguous base", problem))
+                                   "keep the base the draft was trained with (`dspark import DRAFT OUT` refuses the "
+                                   "ambiguity and names the field), then write it for this engine with `dspark export "
+                                   "OUT FIXED --layout ...`, which states one base", problem))
     if draft.layout == "speculators" and engine in ("sglang", "trtllm"):
         out.append(LAYER_BASE.fire(
             f"{engine} reads this speculators checkpoint (aux ids = layer inputs) without the -1 shift: it fails to "
             "load or captures the layer after each intended one",
-            "export it to the DeepSpec layout with `dspark export`, or serve it with vLLM",
+            f"export it with `dspark export DRAFT OUT --layout {_export_layout(draft.anchor_layout)} --target "
+            "TARGET`, or serve it with vLLM",
             f"speculators layout, aux ids = {[i + 1 for i in draft.target_layer_ids or ()]}"))
     elif draft.layout == "specforge" and ((engine == "sglang" and ctx.method == DSPARK) or engine == "trtllm"):
         out.append(LAYOUT.fire(
             f"{engine} does not load the SpecForge DSparkDraftModel layout (nested dflash_config)",
-            "export it to the DeepSpec layout with `dspark export`", "architectures DSparkDraftModel"))
+            "export it with `dspark export DRAFT OUT --layout deepspec --target TARGET`",
+            "architectures DSparkDraftModel"))
     elif draft.layout == "unknown":
         out.append(LAYOUT.fire("the doctor cannot tell which layout this draft is in, so neither can the engine's "
-                               "auto-detection", "re-export with `dspark export`",
+                               "auto-detection", "state the architecture in config.json (Qwen3DSparkModel, "
+                               "DSparkDraftModel, DFlashDraftModel or speculators_model_type), then write the "
+                               "engine's layout with `dspark export DRAFT OUT --layout ...`",
                                "no architectures / target_layer_ids / speculators_model_type", severity=WARNING))
     return out
 

@@ -39,9 +39,38 @@ class DraftContextCache:
 
 @dataclass(frozen=True)
 class Proposal:
-    tokens: torch.Tensor  # [γ] drafted ids
-    probs: torch.Tensor | None  # [γ, V] the processed q_k each token was drawn from (None when greedy)
-    confidence_logits: torch.Tensor | None  # [γ] raw confidence logits (None without a confidence head)
+    tokens: torch.Tensor  # [..., γ] drafted ids
+    probs: torch.Tensor | None  # [..., γ, V] the processed q_k each token was drawn from (None when greedy)
+    confidence_logits: torch.Tensor | None  # [..., γ] raw confidence logits (None without a confidence head)
+
+
+def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, config: GenerationConfig,
+                  generator: torch.Generator | None) -> Proposal:
+    """Pick the drafts of N blocks at once, left to right through the Markov head.
+    hidden [N, γ, d] are the predicting slots' states, anchors [N] the tokens before slot 0."""
+    base = draft.base_logits(hidden).float()  # [N, γ, V]
+    head = draft.markov_head
+    n, gamma = hidden.shape[:2]
+    prev = anchors
+    state = None if head is None else head.init_state(n, hidden.device, hidden.dtype)
+    tokens, probs, prevs = [], [], []
+    for k in range(gamma):
+        logits = base[:, k]  # [N, V]
+        prevs.append(prev)
+        if head is not None:
+            bias, state = head.step(prev, hidden[:, k], state)  # [N, V]
+            logits = logits + bias.float()
+        if config.greedy:
+            token = logits.argmax(-1)  # [N]
+        else:
+            q = processed_probs(logits, config)  # [N, V]
+            probs.append(q)
+            token = sample(q, generator)
+        tokens.append(token)
+        prev = token
+    conf = draft.confidence_logits(hidden, torch.stack(prevs, dim=1))  # [N, γ] or None
+    return Proposal(torch.stack(tokens, dim=1), torch.stack(probs, dim=1) if probs else None,
+                    None if conf is None else conf.float())
 
 
 @torch.inference_mode()
@@ -54,28 +83,9 @@ def propose(draft: DSparkDraft, cache: DraftContextCache, anchor: int, config: G
     block_ids = torch.full((1, cfg.block_size), cfg.mask_token_id, dtype=torch.long, device=device)  # [1, B]
     block_ids[0, 0] = anchor
     positions = torch.arange(start, start + cfg.block_size, device=device)[None]  # [1, B]
-    hidden = draft(block_ids, positions, cache.kv)[0]  # [B, d]
+    hidden = draft(block_ids, positions, cache.kv)  # [1, B, d]
     if cfg.mode == "dflash":
-        hidden = hidden[1:]  # slot 0 predicts nothing; slot k predicts x_{p+k}
-    base = draft.base_logits(hidden).float()  # [γ, V]
-    head = draft.markov_head
-    prev = torch.tensor([anchor], device=device)
-    state = None if head is None else head.init_state(1, device, hidden.dtype)
-    tokens, probs, prevs = [], [], []
-    for k in range(cfg.num_draft_tokens):
-        logits = base[k]  # [V]
-        prevs.append(prev)
-        if head is not None:
-            bias, state = head.step(prev, hidden[k : k + 1], state)  # [1, V]
-            logits = logits + bias[0].float()
-        if config.greedy:
-            token = logits.argmax(-1, keepdim=True)  # [1]
-        else:
-            q = processed_probs(logits, config)  # [V]
-            probs.append(q)
-            token = sample(q, generator).reshape(1)
-        tokens.append(token)
-        prev = token
-    conf = draft.confidence_logits(hidden, torch.cat(prevs))  # [γ] or None
-    return Proposal(torch.cat(tokens), torch.stack(probs) if probs else None,
-                    None if conf is None else conf.float())
+        hidden = hidden[:, 1:]  # slot 0 predicts nothing; slot k predicts x_{p+k}
+    out = decode_blocks(draft, hidden, block_ids[:, 0], config, generator)
+    return Proposal(out.tokens[0], None if out.probs is None else out.probs[0],
+                    None if out.confidence_logits is None else out.confidence_logits[0])

@@ -11,15 +11,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dspark.config import DraftConfig
 from dspark.formats import deepspec, dflash, specforge, speculators
 from dspark.formats.checkpoint import (DEEPSPEC, DFLASH, LAYOUTS, NATIVE, SPECFORGE, SPECULATORS, ConvertOptions,
                                        DraftCheckpoint)
-from dspark.formats.native import CONFIG_NAME, CheckpointError, write_json
+from dspark.formats.native import CONFIG_NAME, CheckpointError, atomic_write, config_from_dict, write_json
 from dspark.formats.native_files import is_native, read_native, read_raw_config, write_native
-from dspark.formats.tensors import EMBEDDING_TENSORS, dtype_name, read_tensors, write_tensors
+from dspark.formats.target_files import check_target_fits, read_target
+from dspark.formats.tensors import EMBEDDING_TENSORS, check_tensors, dtype_name, read_tensors, write_tensors
 
-_IMPORTERS = {DEEPSPEC: deepspec.import_files, SPECFORGE: specforge.import_files,
-              SPECULATORS: speculators.import_files, DFLASH: dflash.import_files}
+# Files beside the weights that travel unchanged (the confidence head's STS calibration, see native.load_draft).
+AUXILIARY_FILES = ("calibration.json",)
+
+_PARSERS = {DEEPSPEC: deepspec, SPECFORGE: specforge, SPECULATORS: speculators, DFLASH: dflash}
 
 
 @dataclass(frozen=True)
@@ -60,17 +64,43 @@ def detect_layout(raw: dict[str, Any], where: str = CONFIG_NAME) -> str:
                           f"DFlash) and speculators configs (speculators_model_type)")
 
 
-def read_checkpoint(src: str | Path, options: ConvertOptions = ConvertOptions()) -> DraftCheckpoint:
-    """Any supported draft folder as a DraftCheckpoint (config checked, tensors exactly as stored)."""
+def _source_folder(src: str | Path) -> Path:
     folder = Path(src)
-    if folder.name == CONFIG_NAME:
-        folder = folder.parent
+    return folder.parent if folder.name == CONFIG_NAME else folder
+
+
+def _locate(src: str | Path) -> tuple[Path, dict[str, Any], str, str]:
+    """(folder, config dict, where to point errors, layout) of a draft folder or its config.json."""
+    folder = _source_folder(src)
     raw = read_raw_config(folder)
     where = str(folder / CONFIG_NAME)
-    layout = detect_layout(raw, where)
+    return folder, raw, where, detect_layout(raw, where)
+
+
+def read_checkpoint(src: str | Path, options: ConvertOptions = ConvertOptions()) -> DraftCheckpoint:
+    """Any supported draft folder as a DraftCheckpoint (config checked, tensors exactly as stored)."""
+    folder, raw, where, layout = _locate(src)
     if layout == NATIVE:
         return read_native(folder, raw)
-    return _IMPORTERS[layout](raw, read_tensors(folder), options, where)
+    module = _PARSERS[layout]
+    config, extras = module.parse_config(raw, options, where)
+    tensors = {k: v for k, v in read_tensors(folder).items() if k not in module.NOT_IMPORTED}
+    check_tensors(config, tensors, where)
+    return DraftCheckpoint(config, tensors, extras, layout)
+
+
+def _checked(checkpoint: DraftCheckpoint, options: ConvertOptions) -> DraftCheckpoint:
+    if options.target is not None:
+        check_target_fits(checkpoint.config, read_target(options.target))
+    return checkpoint
+
+
+def read_draft_config(src: str | Path, options: ConvertOptions = ConvertOptions()) -> DraftConfig:
+    """The DraftConfig of a draft folder (or config.json) in any supported layout, without reading its weights."""
+    _, raw, where, layout = _locate(src)
+    if layout == NATIVE:
+        return config_from_dict(raw, where)
+    return _PARSERS[layout].parse_config(raw, options, where)[0]
 
 
 def _prepare(out: str | Path, overwrite: bool) -> Path:
@@ -81,6 +111,13 @@ def _prepare(out: str | Path, overwrite: bool) -> Path:
         raise CheckpointError(f"{folder} already holds a checkpoint; choose an empty folder or pass --force")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def _copy_auxiliary(src: str | Path, out: Path) -> None:
+    for name in AUXILIARY_FILES:
+        file = _source_folder(src) / name
+        if file.is_file() and file.resolve() != (out / name).resolve():
+            atomic_write(out / name, lambda tmp, data=file.read_bytes(): Path(tmp).write_bytes(data))
 
 
 def _report(src: Path, checkpoint: DraftCheckpoint, out: Path, layout: str, tensors: dict) -> ConversionReport:
@@ -101,11 +138,12 @@ def _without_embeddings(checkpoint: DraftCheckpoint) -> DraftCheckpoint:
 def import_draft(src: str | Path, out: str | Path, options: ConvertOptions = ConvertOptions(),
                  overwrite: bool = False) -> ConversionReport:
     """Read a draft in any supported layout and write dspark's native folder."""
-    checkpoint = read_checkpoint(src, options)
+    checkpoint = _checked(read_checkpoint(src, options), options)
     if options.drop_embeddings:
         checkpoint = _without_embeddings(checkpoint)
     folder = _prepare(out, overwrite)
     write_native(checkpoint, folder)
+    _copy_auxiliary(src, folder)
     return _report(Path(src), checkpoint, folder, NATIVE, checkpoint.tensors)
 
 
@@ -125,9 +163,10 @@ def export_draft(src: str | Path, out: str | Path, layout: str, options: Convert
     """Read a draft in any supported layout and write it in `layout` (native included)."""
     if layout == NATIVE:
         return import_draft(src, out, options, overwrite)
-    checkpoint = read_checkpoint(src, options)
+    checkpoint = _checked(read_checkpoint(src, options), options)
     data, tensors = _exporter(layout, checkpoint)(checkpoint, options)
     folder = _prepare(out, overwrite)
     write_tensors(folder, tensors)
     write_json(folder / CONFIG_NAME, data)
+    _copy_auxiliary(src, folder)
     return _report(Path(src), checkpoint, folder, layout, tensors)

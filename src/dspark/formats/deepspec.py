@@ -16,13 +16,15 @@ from typing import Any
 
 import torch
 
-from dspark.formats.checkpoint import DEEPSPEC, ConvertOptions, DraftCheckpoint
+from dspark.config import DraftConfig
+from dspark.formats.checkpoint import ConvertOptions, DraftCheckpoint
 from dspark.formats.fields import (AmbiguousCheckpointError, agreed, build_config, check_layer_base,
                                    qwen3_layer_fields, required, resolve_qwen3, target_layer_count)
 from dspark.formats.native import CheckpointError
-from dspark.formats.tensors import EMBEDDING_TENSORS, check_tensors, dtype_name, has_embeddings
+from dspark.formats.tensors import EMBEDDING_TENSORS, dtype_name, has_embeddings
 
 ARCHITECTURE = "Qwen3DSparkModel"
+NOT_IMPORTED: tuple[str, ...] = ()  # tensors of this layout that are not part of a dspark draft
 DEFAULT_NUM_ANCHORS = 512  # DeepSpec's training default anchors per sequence (design.md §4)
 
 
@@ -81,7 +83,8 @@ def _mode(raw: dict[str, Any], where: str) -> str:
     return mode
 
 
-def import_files(raw: dict[str, Any], tensors: dict, options: ConvertOptions, where: str) -> DraftCheckpoint:
+def parse_config(raw: dict[str, Any], options: ConvertOptions, where: str) -> tuple[DraftConfig, dict[str, Any]]:
+    """The draft config and extras of a DeepSpec config.json; refuses what would be a guess."""
     arch = list(raw.get("architectures") or [])
     if ARCHITECTURE not in arch:
         raise CheckpointError(f"{where}: architectures {arch} is not {ARCHITECTURE} (Gemma4 DSpark drafts are not "
@@ -119,8 +122,6 @@ def import_files(raw: dict[str, Any], tensors: dict, options: ConvertOptions, wh
                                                 "confidence_head_with_markov", where, "it changes the head's input")
         if confidence else False,
     }
-    config = build_config(qwen3, dspark, where)
-    check_tensors(config, tensors, where)
     anchors = raw.get("num_anchors")
-    return DraftCheckpoint(config, tensors, {"num_anchors": anchors} if anchors is not None else {}, DEEPSPEC)
+    return build_config(qwen3, dspark, where), ({"num_anchors": anchors} if anchors is not None else {})
 

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from dspark.formats.checkpoint import DFLASH, ConvertOptions, DraftCheckpoint
+from dspark.config import DraftConfig
+from dspark.formats.checkpoint import ConvertOptions, DraftCheckpoint
 from dspark.formats.fields import (MISSING, AmbiguousCheckpointError, agreed, build_config, check_layer_base,
                                    lookup, qwen3_layer_fields, required, resolve_qwen3, target_layer_count)
 from dspark.formats.native import CheckpointError
-from dspark.formats.tensors import EMBEDDING_TENSORS, check_tensors, dtype_name
+from dspark.formats.tensors import EMBEDDING_TENSORS, dtype_name
 
 ARCHITECTURE = "DFlashDraftModel"
+NOT_IMPORTED: tuple[str, ...] = ()  # tensors of this layout that are not part of a dspark draft
 
 
 def export_files(checkpoint: DraftCheckpoint, options: ConvertOptions) -> tuple[dict[str, Any], dict]:
@@ -63,7 +65,8 @@ def _refuse_causal_or_anchor(raw: dict[str, Any], where: str) -> None:
                                   f"package always drafts {ARCHITECTURE} DFlash-aligned (slot 0 predicts nothing)")
 
 
-def import_files(raw: dict[str, Any], tensors: dict, options: ConvertOptions, where: str) -> DraftCheckpoint:
+def parse_config(raw: dict[str, Any], options: ConvertOptions, where: str) -> tuple[DraftConfig, dict[str, Any]]:
+    """The draft config of a DFlashDraftModel config.json (no extras); refuses what would be a guess."""
     arch = list(raw.get("architectures") or [])
     if ARCHITECTURE not in arch or not isinstance(raw.get("dflash_config"), dict):
         raise CheckpointError(f"{where}: not a DFlash config (architectures {arch}, needs {ARCHITECTURE} with a "
@@ -93,6 +96,4 @@ def import_files(raw: dict[str, Any], tensors: dict, options: ConvertOptions, wh
         "markov_rank": 0, "markov_head_type": "vanilla", "enable_confidence_head": False,
         "confidence_head_with_markov": False,
     }
-    config = build_config(qwen3, dspark, where)
-    check_tensors(config, tensors, where)
-    return DraftCheckpoint(config, tensors, {}, DFLASH)
+    return build_config(qwen3, dspark, where), {}

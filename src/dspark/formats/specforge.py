@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from dspark.formats.checkpoint import SPECFORGE, ConvertOptions, DraftCheckpoint
+from dspark.config import DraftConfig
+from dspark.formats.checkpoint import ConvertOptions, DraftCheckpoint
 from dspark.formats.fields import (MISSING, AmbiguousCheckpointError, agreed, build_config, check_layer_base,
                                    qwen3_layer_fields, required, resolve_qwen3, target_layer_count)
 from dspark.formats.native import CheckpointError
-from dspark.formats.tensors import EMBEDDING_TENSORS, check_tensors, dtype_name
+from dspark.formats.tensors import EMBEDDING_TENSORS, dtype_name
 
 ARCHITECTURE = "DSparkDraftModel"
+NOT_IMPORTED: tuple[str, ...] = ()  # tensors of this layout that are not part of a dspark draft
 
 
 def _attention_mode(heads: int, kv_heads: int) -> str:
@@ -71,7 +73,8 @@ def _check_attention_mode(raw: dict[str, Any], qwen3: dict[str, Any], where: str
                                             f"heads, 'mha' equal counts)")
 
 
-def import_files(raw: dict[str, Any], tensors: dict, options: ConvertOptions, where: str) -> DraftCheckpoint:
+def parse_config(raw: dict[str, Any], options: ConvertOptions, where: str) -> tuple[DraftConfig, dict[str, Any]]:
+    """The draft config and extras of a SpecForge DSparkDraftModel config.json; refuses what would be a guess."""
     arch = list(raw.get("architectures") or [])
     if ARCHITECTURE not in arch or not isinstance(raw.get("dflash_config"), dict):
         raise CheckpointError(f"{where}: not a SpecForge DSpark config (architectures {arch}, needs {ARCHITECTURE} "
@@ -111,6 +114,4 @@ def import_files(raw: dict[str, Any], tensors: dict, options: ConvertOptions, wh
         "enable_confidence_head": confidence,
         "confidence_head_with_markov": False if with_markov is MISSING else bool(with_markov),
     }
-    config = build_config(qwen3, dspark, where)
-    check_tensors(config, tensors, where)
-    return DraftCheckpoint(config, tensors, {"confidence_head_alpha": alpha}, SPECFORGE)
+    return build_config(qwen3, dspark, where), {"confidence_head_alpha": alpha}

