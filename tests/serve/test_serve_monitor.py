@@ -73,3 +73,11 @@ def test_monitor_tells_that_a_server_without_draft_is_not_speculating(monkeypatc
         code, result = run_monitor(url, lambda: None, monkeypatch, capsys)
     assert code == 2
     assert "speculative decoding is off" in result["stderr"] and "--draft" in result["stderr"]
+
+
+def test_monitor_reads_a_server_started_with_an_api_key_only_when_given_the_key(capsys):
+    with running_server(api_key="s3cret") as url:
+        assert main(["monitor", url, "--once", "--json", "--interval", "0.05"]) == 2
+        assert "--api-key" in capsys.readouterr().err
+        assert main(["monitor", url, "--once", "--json", "--interval", "0.05", "--api-key", "s3cret"]) == 0
+        assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["server"] == "dspark"

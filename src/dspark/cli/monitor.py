@@ -36,6 +36,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
     parser.add_argument("url", help="server root or its /metrics URL (dspark, vLLM, or SGLang with --enable-metrics)")
+    parser.add_argument("--api-key", help="Bearer key, for a server started with --api-key")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between scrapes (default 2)")
     bound = parser.add_mutually_exclusive_group()
     bound.add_argument("--once", action="store_true", help="print one snapshot (two scrapes --interval apart) and exit")
@@ -111,10 +112,15 @@ def _watch(args: argparse.Namespace, monitor: Monitor) -> Snapshot:
 
 
 def run(args: argparse.Namespace) -> int:
+    import functools
+
     from dspark.deploy.monitor import Monitor
+    from dspark.deploy.prom_scrape import fetch_metrics_text
 
     try:
-        monitor = Monitor(args.url, alert_config=_alert_config(args), timeout=args.timeout, model=args.model)
+        fetch = functools.partial(fetch_metrics_text, api_key=args.api_key)
+        monitor = Monitor(args.url, alert_config=_alert_config(args), timeout=args.timeout, model=args.model,
+                          fetch=fetch)
         snapshot = _watch(args, monitor)
     except ValueError as exc:
         print(f"dspark monitor: error: {exc}", file=sys.stderr)

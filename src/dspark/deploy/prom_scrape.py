@@ -32,16 +32,19 @@ def metrics_url(url: str) -> str:
     return base if base.endswith("/metrics") else base + "/metrics"
 
 
-def fetch_metrics_text(url: str, timeout: float = 5.0) -> str:
-    """GET the `/metrics` body of `url` as text; raise ScrapeError with what to check if it fails."""
+def fetch_metrics_text(url: str, timeout: float = 5.0, api_key: str | None = None) -> str:
+    """GET the `/metrics` body of `url` as text (with a Bearer key when the server wants one); raise ScrapeError
+    with what to check if it fails."""
     target = metrics_url(url)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    request = urllib.request.Request(target, headers={"Accept": "text/plain"})
+    headers = {"Accept": "text/plain", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+    request = urllib.request.Request(target, headers=headers)
     try:
         with opener.open(request, timeout=timeout) as response:
             return response.read().decode("utf-8", errors="replace")
     except urllib.error.HTTPError as exc:
-        hint = " (SGLang serves /metrics only with --enable-metrics)" if exc.code == 404 else ""
+        hint = {404: " (SGLang serves /metrics only with --enable-metrics)",
+                401: " (the server wants an API key: pass --api-key)"}.get(exc.code, "")
         raise ScrapeError(f"GET {target} answered HTTP {exc.code}{hint}") from exc
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
