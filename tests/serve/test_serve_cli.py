@@ -20,7 +20,7 @@ from dspark.serve.default_model import DEFAULT_MODEL_NAME
 from dspark.serve.model_source import load_served_model
 from dspark.serve.prompts import render_plain_chat
 from dspark.serve.schemas import ChatMessage
-from dspark.serve.tiny_successor import build_pair, build_tokenizer
+from dspark.testbed.successor_pair import build_pair, build_tokenizer
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 
 SRC = Path(__file__).resolve().parents[2] / "src"

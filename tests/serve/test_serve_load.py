@@ -9,7 +9,7 @@ import time
 import httpx
 from test_serve_support import tiny_served, running_server, scrape, single_thread, value  # noqa: F401
 
-from dspark.serve import tiny_successor
+from dspark.testbed import successor_pair as tiny_successor
 from dspark.serve.model_source import ServedModel, served_model
 
 REQUESTS = 200

@@ -1,6 +1,6 @@
 """Helpers for tests/serve (no tests here): the tiny synthetic model pair, built once, and real loopback servers.
 
-The tests serve `dspark.serve.tiny_successor` explicitly rather than the embedded default, so they stay fast and
+The tests serve `dspark.testbed.successor_pair` explicitly rather than the embedded default, so they stay fast and
 exact whatever the default becomes; the default itself is covered by the CLI tests."""
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 
 from dspark.deploy.prom_scrape import Samples, parse_samples
 from dspark.serve.app import create_app
-from dspark.serve import tiny_successor
+from dspark.testbed import successor_pair as tiny_successor
 from dspark.serve.model_source import ServedModel, served_model
 from dspark.serve.server import BackgroundServer
 from dspark.serve.settings import ServeSettings

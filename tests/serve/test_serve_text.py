@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dspark.serve.tiny_successor import build_tokenizer
+from dspark.testbed.successor_pair import build_tokenizer
 from dspark.serve.detokenize import IncrementalDetokenizer
 from dspark.serve.prompts import render_plain_chat
 from dspark.serve.schemas import ChatMessage

@@ -14,9 +14,9 @@ def target_dir():
 
 
 def test_dspark_draft_reaches_tau_2_at_block_7_and_beats_dflash_on_the_same_budget(target_dir):
-    budget = dict(steps=120, prompts=192)
-    spark = build_draft(target_dir, DraftRecipe(mode="dspark", **budget), progress=False)
-    flash = build_draft(target_dir, DraftRecipe(mode="dflash", **budget), progress=False)
+    # the default recipe (also what `dspark serve` runs by default, so CI trains it once); DFlash gets the same budget
+    spark = build_draft(target_dir, DraftRecipe(mode="dspark"), progress=False)
+    flash = build_draft(target_dir, DraftRecipe(mode="dflash"), progress=False)
     tau_spark = heldout_tau(target_dir, spark, count=16).mean_acceptance_length
     tau_flash = heldout_tau(target_dir, flash, count=16).mean_acceptance_length
     assert tau_spark >= 2.0
