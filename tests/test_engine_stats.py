@@ -1,7 +1,6 @@
 """Acceptance statistics and the draft's context cache."""
 from __future__ import annotations
 
-import torch
 
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.stats import GenerationStats

@@ -63,6 +63,7 @@ def stage_convert(work: Path) -> None:
 def load_target(work: Path, dtype: torch.dtype):
     from transformers import AutoTokenizer, LlamaForCausalLM
 
+    dtype = dtype if DEVICE == "cuda" else torch.float32  # bf16 matmuls are slow on CPUs (a CPU run is a smoke test)
     model = LlamaForCausalLM.from_pretrained(work / "model", dtype=dtype).to(DEVICE).eval()
     return model, AutoTokenizer.from_pretrained(work / "model")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from dspark.bench.errors import BenchError
-from dspark.bench.files import write_bytes_atomic
+from dspark.files import write_bytes
 from dspark.bench.results import AcceptanceRow
 
 Labelled = tuple[str, AcceptanceRow]  # (series label, row)
@@ -33,7 +33,7 @@ def _save(fig: Any, path: Path) -> Path:
     fig.tight_layout()
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png")
-    return write_bytes_atomic(path, buffer.getvalue())
+    return write_bytes(path, buffer.getvalue())
 
 
 def _by_temperature(rows: Sequence[Labelled]) -> dict[float, list[Labelled]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Sequence
 
 from dspark.bench.acceptance import pooled
-from dspark.bench.files import write_text_atomic
+from dspark.files import write_text
 from dspark.bench.plots import (plot_per_position, plot_speedup_by_suite, plot_tau_histogram,
                                 plot_throughput_vs_concurrency)
 from dspark.bench.reference import (REFERENCES, SEED_BEST_SPEEDUP, SEED_DSPARK_TOKENS_PER_S, SEED_PLAIN_TOKENS_PER_S,
@@ -137,5 +137,5 @@ def write_report(runs: Sequence[Run], out_dir: str | Path) -> ReportFiles:
              plot_speedup_by_suite(speeds, out / PLOTS[2][0]),
              plot_throughput_vs_concurrency(speeds, out / PLOTS[3][0]))
     plots = tuple(p for p in drawn if p is not None)
-    markdown = write_text_atomic(out / "report.md", render_markdown(runs, plots))
+    markdown = write_text(out / "report.md", render_markdown(runs, plots))
     return ReportFiles(markdown, plots)

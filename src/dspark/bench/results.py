@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from dspark.bench.errors import BenchError
-from dspark.bench.files import write_json_atomic
+from dspark.files import write_json
 from dspark.engine.stats import GenerationStats
 
 SCHEMA = "dspark.bench.results/1"
@@ -224,7 +224,7 @@ def result_from_dict(raw: Any, where: str = "result") -> BenchResult:
 
 def save_result(result: BenchResult, path: str | Path) -> Path:
     """Write the result as JSON, atomically."""
-    return write_json_atomic(path, result.to_dict())
+    return write_json(path, result.to_dict())
 
 
 def load_result(path: str | Path) -> BenchResult:

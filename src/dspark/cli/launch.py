@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 
 EPILOG = """\
 examples:
@@ -60,18 +58,9 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def _write_script(path: str, text: str) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, tmp = tempfile.mkstemp(dir=folder, prefix=".dspark-launch-", suffix=".sh")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write("#!/usr/bin/env bash\n" + text)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from dspark.files import write_text
 
+    write_text(path, "#!/usr/bin/env bash\n" + text, mode=0o755)
 
 def run(args: argparse.Namespace) -> int:
     from dspark.deploy.launch import LaunchRequest, plan_launch

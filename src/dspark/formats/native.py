@@ -8,8 +8,6 @@ names the offending one. No pickle anywhere. Other layouts (speculators) are con
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from dspark.config import ConfigError, DraftConfig, RopeConfig
+from dspark.files import atomic_write, write_json  # noqa: F401  (re-exported for the formats package)
 from dspark.model.draft import DSparkDraft
 
 CONFIG_NAME = "config.json"
@@ -114,22 +113,6 @@ def config_from_dict(raw: dict[str, Any], where: str = CONFIG_NAME) -> DraftConf
         raise CheckpointError(f"{where}: {err}") from None
 
 
-def atomic_write(path: Path, write) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON atomically (temp file + rename)."""
-    atomic_write(Path(path), lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2) + "\n"))
-
-
 def save_draft(draft: DSparkDraft, path: str | Path, include_embeddings: bool = False) -> Path:
     """Write `config.json` + `model.safetensors` into folder `path` (created if needed), each file atomically.
     The target's embedding / LM head are left out unless `include_embeddings` (they are shared and frozen)."""
@@ -142,16 +125,22 @@ def save_draft(draft: DSparkDraft, path: str | Path, include_embeddings: bool = 
     return path
 
 
-def read_config(path: str | Path) -> DraftConfig:
-    path = Path(path)
-    file = path / CONFIG_NAME
+def read_raw_config(folder: str | Path) -> dict[str, Any]:
+    """The config.json of a checkpoint folder as a dict, with a clear error when it is not one."""
+    file = Path(folder) / CONFIG_NAME
     if not file.is_file():
-        raise CheckpointError(f"{path} is not a draft folder: {CONFIG_NAME} is missing")
+        raise CheckpointError(f"{folder} is not a draft folder: {CONFIG_NAME} is missing")
     try:
         raw = json.loads(file.read_text())
     except json.JSONDecodeError as err:
         raise CheckpointError(f"{file}: not valid JSON ({err})") from None
-    return config_from_dict(raw, str(file))
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{file}: not a JSON object")
+    return raw
+
+
+def read_config(path: str | Path) -> DraftConfig:
+    return config_from_dict(read_raw_config(path), str(Path(path) / CONFIG_NAME))
 
 
 def load_draft(path: str | Path, device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32) -> DSparkDraft:
@@ -162,22 +151,11 @@ def load_draft(path: str | Path, device: str | torch.device = "cpu", dtype: torc
     if not weights.is_file():
         raise CheckpointError(f"{path}: {WEIGHTS_NAME} is missing")
     tensors = load_file(str(weights))
-    has_embeddings = [name in tensors for name in EMBEDDING_TENSORS]
-    if any(has_embeddings) and not all(has_embeddings):
-        raise CheckpointError(f"{weights}: holds only one of {EMBEDDING_TENSORS}; store both or neither")
+    from dspark.formats.tensors import check_tensors, has_embeddings  # (tensors.py builds on this module)
+
+    check_tensors(config, tensors, str(weights))
     with torch.device("meta"):
-        draft = DSparkDraft(config, with_embeddings=all(has_embeddings))
-    expected = draft.state_dict()
-    missing = sorted(set(expected) - set(tensors))
-    unexpected = sorted(set(tensors) - set(expected))
-    if missing or unexpected:
-        raise CheckpointError(f"{weights}: tensors do not match the config; missing {missing[:5]}"
-                              f"{'…' if len(missing) > 5 else ''}, unexpected {unexpected[:5]}"
-                              f"{'…' if len(unexpected) > 5 else ''}")
-    for name, want in expected.items():
-        if tuple(tensors[name].shape) != tuple(want.shape):
-            raise CheckpointError(f"{weights}: tensor {name!r} has shape {tuple(tensors[name].shape)}, the config "
-                                  f"implies {tuple(want.shape)}")
+        draft = DSparkDraft(config, with_embeddings=has_embeddings(tensors, str(weights)))
     draft = draft.to_empty(device=device)
     draft.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, strict=True)
     draft.rotary.reset_parameters()  # its frequencies are not in the file: recompute them off the meta device

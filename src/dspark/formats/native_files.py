@@ -6,12 +6,12 @@ own modules; `dspark.formats.native.load_draft` reads these folders into a model
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from dspark.formats.checkpoint import EXTRA_KEYS, NATIVE, DraftCheckpoint
-from dspark.formats.native import CONFIG_NAME, CheckpointError, config_from_dict, config_to_dict, write_json
+from dspark.formats.native import (CONFIG_NAME, CheckpointError, config_from_dict, config_to_dict,  # noqa: F401
+                                   read_raw_config, write_json)
 from dspark.formats.tensors import check_tensors, read_tensors, write_tensors
 
 EXTRAS_FIELD = "dspark_extras"
@@ -42,15 +42,3 @@ def write_native(checkpoint: DraftCheckpoint, folder: Path) -> None:
     write_json(folder / CONFIG_NAME, data)
 
 
-def read_raw_config(folder: Path) -> dict[str, Any]:
-    """The config.json of a checkpoint folder as a dict, with a clear error when it is not one."""
-    file = folder / CONFIG_NAME
-    if not file.is_file():
-        raise CheckpointError(f"{folder} is not a draft folder: {CONFIG_NAME} is missing")
-    try:
-        raw = json.loads(file.read_text())
-    except json.JSONDecodeError as err:
-        raise CheckpointError(f"{file}: not valid JSON ({err})") from None
-    if not isinstance(raw, dict):
-        raise CheckpointError(f"{file}: not a JSON object")
-    return raw

@@ -6,10 +6,9 @@ folder, then renamed.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
+from dspark.files import atomic_write
 from dspark.plan.errors import PlanError
 
 
@@ -39,12 +38,5 @@ def plot_cost(curve: list[tuple[float, float, float]], api_per_m: float, path: s
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(frameon=False)
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".png", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fig.savefig(fh, format="png")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(target, lambda tmp: fig.savefig(tmp, format="png"))
     return target

@@ -7,12 +7,11 @@ atomically as a starting point. The arithmetic that uses prices is in `cost`.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dspark.files import write_json
 from dspark.plan.errors import PlanError
 
 DEFAULT_PRICES = Path(__file__).with_name("prices.json")
@@ -88,15 +87,5 @@ def api_price(table: dict[str, Any], name: str) -> ApiPrice:
 
 def write_prices(table: dict[str, Any], path: str | Path) -> Path:
     """Write `table` as JSON to `path` atomically (temp file in the same folder, then rename)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(table, fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return write_json(path, table)
+
