@@ -81,3 +81,20 @@ def test_no_pickle_anywhere_in_the_package():
     for path in root.rglob("*.py"):
         text = path.read_text()
         assert "torch.load(" not in text and "import pickle" not in text, path
+
+
+def test_written_files_are_readable_by_others_like_any_normal_file(tmp_path):
+    import os
+    import stat
+
+    save_draft(DSparkDraft(preset("tiny")), tmp_path / "d")
+    mode = stat.S_IMODE(os.stat(tmp_path / "d" / "config.json").st_mode)
+    assert mode == 0o666 & ~_current_umask()
+
+
+def _current_umask() -> int:
+    import os
+
+    current = os.umask(0)
+    os.umask(current)
+    return current

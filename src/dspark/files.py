@@ -19,13 +19,18 @@ def atomic_write(path: str | Path, write: Callable[[str], None], mode: int | Non
     os.close(fd)
     try:
         write(tmp)
-        if mode is not None:
-            os.chmod(tmp, mode)
+        os.chmod(tmp, mode if mode is not None else 0o666 & ~_umask())  # mkstemp makes 0600 files
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
 
 
 def write_bytes(path: str | Path, data: bytes, mode: int | None = None) -> Path:
