@@ -40,7 +40,7 @@ class DraftRecipe:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _examples(target_dir: Path, split: str, count: int, prompt_tokens: int, continuation_tokens: int):
+def heldout_or_train_examples(target_dir: Path, split: str, count: int, prompt_tokens: int, continuation_tokens: int):
     from dspark.testbed.corpus import CorpusSpec, heldout_documents, train_documents
     from dspark.testbed.examples import make_examples
     from dspark.testbed.target_build import load_target, read_card
@@ -67,7 +67,7 @@ def train_draft(target_dir: str | Path, recipe: DraftRecipe, out: str | Path, pr
 
     target_dir, out = Path(target_dir), Path(out)
     model, tokenizer = load_target(target_dir)
-    _, cut = _examples(target_dir, "train", recipe.prompts, recipe.prompt_tokens, 0)
+    _, cut = heldout_or_train_examples(target_dir, "train", recipe.prompts, recipe.prompt_tokens, 0)
     work = Path(tempfile.mkdtemp(prefix=".draft-", dir=out.parent if out.parent.exists() else None))
     try:
         prompts = [Prompt(f"{e.path}@{e.start}", text=e.prompt) for e in cut]
@@ -117,7 +117,7 @@ def heldout_tau(target_dir: str | Path, draft_dir: str | Path, count: int = 24, 
     model, tokenizer = load_target(target_dir)
     draft = load_draft(draft_dir)
     target = Target(model, draft.config.target_layer_ids)
-    _, examples = _examples(Path(target_dir), "heldout", count, prompt_tokens, 0)
+    _, examples = heldout_or_train_examples(Path(target_dir), "heldout", count, prompt_tokens, 0)
     stats = GenerationStats((), ())
     for example in examples:
         ids = torch.tensor([example.prompt_ids])
