@@ -128,11 +128,11 @@ def _run_draft(args: argparse.Namespace) -> int:
     target = build_target()
     draft = build_draft(target, DraftRecipe(mode=args.mode, steps=args.steps, block_size=args.block_size))
     stats = heldout_tau(target, draft, count=args.eval_prompts)
-    per_pos = stats.per_position(draft_block := args.block_size)
+    per_pos = stats.per_position(args.block_size)
     print(f"draft {draft}\nheld-out greedy τ {stats.mean_acceptance_length:.3f} over {stats.rounds} rounds; "
           "per position " + " ".join(f"{a:.2f}" for a in per_pos))
     print(json.dumps({"draft": str(draft), "mode": args.mode, "mean_tau": stats.mean_acceptance_length,
-                      "per_position": per_pos, "histogram": stats.histogram(draft_block + 1)}))
+                      "per_position": per_pos, "histogram": stats.histogram(args.block_size + 1)}))
     return 0
 
 
