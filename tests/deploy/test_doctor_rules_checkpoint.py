@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
-from test_doctor_support import doctor, sglang, trtllm, trtllm_options, vllm, write_draft, write_target
+from test_doctor_support import doctor, sglang, trtllm, trtllm_options, vllm, write_draft, write_target, rule_severities
 
 from dspark.deploy.checkpoint_facts import DFLASH, DSPARK, read_draft
 
@@ -81,19 +81,14 @@ QUIET = [
 ]
 
 
-def _severities(case: Case, tmp_path) -> list[str]:
-    report = doctor(case.command(), **case.request(tmp_path))
-    return [f.severity for f in report.findings if f.rule == case.rule]
-
-
 @pytest.mark.parametrize("case", FIRING, ids=lambda c: f"{c.rule}-{c.severity}")
 def test_checkpoint_rule_fires_with_its_severity(case: Case, tmp_path) -> None:
-    assert case.severity in _severities(case, tmp_path)
+    assert case.severity in rule_severities(case, tmp_path)
 
 
 @pytest.mark.parametrize("case", QUIET, ids=lambda c: c.rule)
 def test_checkpoint_rule_is_quiet_on_a_fitting_draft(case: Case, tmp_path) -> None:
-    assert _severities(case, tmp_path) == []
+    assert rule_severities(case, tmp_path) == []
 
 
 def test_draft_layouts_are_read_into_hf_layer_ids(tmp_path) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from test_doctor_support import doctor, sglang, write_draft
+from test_doctor_support import doctor, sglang, write_draft, rule_severities
 
 DSPARK_FLAGS = ("--speculative-dspark-block-size", "--speculative-num-draft-tokens",
                 "--speculative-dspark-sps-table-path")
@@ -109,19 +109,14 @@ QUIET = [
 ]
 
 
-def _severities(case: Case, tmp_path) -> list[str]:
-    report = doctor(case.command(), **case.request(tmp_path))
-    return [f.severity for f in report.findings if f.rule == case.rule]
-
-
 @pytest.mark.parametrize("case", FIRING, ids=lambda c: f"{c.rule}-{c.severity}")
 def test_sglang_rule_fires_with_its_severity(case: Case, tmp_path) -> None:
-    assert case.severity in _severities(case, tmp_path)
+    assert case.severity in rule_severities(case, tmp_path)
 
 
 @pytest.mark.parametrize("case", QUIET, ids=lambda c: c.rule)
 def test_sglang_rule_is_quiet_on_the_correct_launch(case: Case, tmp_path) -> None:
-    assert _severities(case, tmp_path) == []
+    assert rule_severities(case, tmp_path) == []
 
 
 def test_good_seed_command_has_no_error_or_warning() -> None:

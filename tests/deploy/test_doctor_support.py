@@ -110,3 +110,9 @@ def write_target(folder: Path, **fields) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
     return folder
+
+
+def rule_severities(case, tmp_path) -> list[str]:
+    """Severities of the findings of `case.rule` for a test case with `command()` and `request(tmp_path)`."""
+    report = doctor(case.command(), **case.request(tmp_path))
+    return [f.severity for f in report.findings if f.rule == case.rule]
