@@ -5,6 +5,7 @@ Stages, each resumable from files under --work (which survives between calls whi
   regen     regenerate responses to the training prompts with SmolLM2 itself (batched HF generate, bf16)
   train     online training (target hidden states captured in the job): DSpark, then DFlash with the same
             data, batch and step count; the step count is set from a measured step time and --train-seconds
+  assistant a 2-layer autoregressive assistant (SmolLM2's first layers, fine-tuned) for the assisted-generation peer
   eval      held-out τ per suite at T=0 by greedy replay (exact engine rounds), STS calibration of the confidence
             head, and the shipped files (bf16 draft split in <16 MiB parts, card, metrics) copied to --out
 Prints a table and ends with one JSON line.
@@ -87,7 +88,7 @@ def _new_draft(model, mode: str) -> DSparkDraft:
     return draft
 
 
-def stage_train(work: Path, seconds: float, batch: int, anchors: int) -> dict:
+def stage_train(work: Path, out: Path, seconds: float, batch: int, anchors: int) -> dict:
     model, _ = load_target(work, torch.bfloat16)
     examples = read_examples(work / "regen.jsonl", max_length=1024)
     base = dict(lr=6e-4, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10)
@@ -102,15 +103,17 @@ def stage_train(work: Path, seconds: float, batch: int, anchors: int) -> dict:
     for mode in ("dspark", "dflash"):
         draft = _new_draft(model, mode)
         config = TrainConfig(steps=steps, **base) if mode == "dspark" else TrainConfig.dflash(steps=steps, **base)
-        out = work / mode
-        shutil.rmtree(out, ignore_errors=True)
-        result = train(draft, source, config, out, progress=False)
+        run_dir = work / mode
+        shutil.rmtree(run_dir, ignore_errors=True)
+        result = train(draft, source, config, run_dir, progress=False)
         last = result.history[-10:]
         results[mode] = {"steps": steps, "seconds": result.seconds, "final_loss": sum(m.loss for m in last) / len(last),
                          "final_analytic_tau": sum(m.tau for m in last) / len(last),
                          "tokens_per_s": sum(m.tokens_per_s for m in last) / len(last)}
         save_draft(draft, work / f"{mode}-draft")
         log(f"train {mode}: {results[mode]}")
+        if mode == "dflash":
+            ship(work, out, "dflash")  # comes back with this call; the DSpark draft ships after calibration
     results["mfu"] = mfu_estimate(model, probe, batch, anchors, step_s)
     return results
 
@@ -157,7 +160,7 @@ def stage_eval(work: Path, eval_file: Path, out: Path, max_new: int, per_suite: 
     logits, accepted = full_block_rounds(confidence, drafts["dspark"].config.num_draft_tokens)
     cal = fit_sts(logits, accepted)  # STS on the held-out rounds of the DSpark draft
     save_calibration(cal, work / "dspark-draft")
-    ship(work, out)
+    ship(work, out, "dspark")
     return {"eval": rows, "calibration": cal.__dict__}
 
 
@@ -169,27 +172,85 @@ def load_prompts_record(record: dict):
 
 @torch.inference_mode()
 def greedy_continuations(model, tok, prompts: list[list[int]], max_new: int) -> list[list[int]]:
+    """The target's greedy continuations, all prompts of a suite in one left-padded batch (fp32, so padding does
+    not change the argmax in practice; replay measures τ against exactly these tokens either way)."""
+    width = max(len(p) for p in prompts)
+    pad = tok.pad_token_id
+    ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=DEVICE)  # [N, P]
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=DEVICE)  # [N, P]
+    gen = model.generate(ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False,
+                         eos_token_id=tok.eos_token_id, pad_token_id=pad)
     out = []
-    for prompt in prompts:  # one by one: no padding, so the continuation is exactly the target's greedy output
-        ids = torch.tensor([prompt], device=DEVICE)
-        gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new, do_sample=False,
-                             eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
-        out.append(gen[0, len(prompt):].tolist())
+    for row in gen[:, width:].tolist():
+        out.append(row[: row.index(tok.eos_token_id) + 1] if tok.eos_token_id in row else row)
     return out
 
 
-def ship(work: Path, out: Path) -> None:
-    """bf16 draft (split into <16 MiB parts for the transfer), config, calibration, metrics."""
-    draft = load_draft(work / "dspark-draft", device="cpu").to(torch.bfloat16)
-    folder = work / "ship"
+def stage_assistant(work: Path, out: Path, seconds: float, batch: int) -> dict:
+    """A 2-layer autoregressive assistant for transformers' assisted generation (a peer in the speed benchmark):
+    SmolLM2's own embeddings (frozen, tied) + its first two layers + final norm, fine-tuned with next-token loss on
+    the regenerated responses for `seconds`. Ships the trained layers without the embeddings (bf16)."""
+    import copy
+    import random
+
+    from safetensors.torch import save_file
+    from transformers import LlamaForCausalLM
+
+    model, _ = load_target(work, torch.bfloat16)
+    cfg = copy.deepcopy(model.config)
+    cfg.num_hidden_layers = 2
+    assistant = LlamaForCausalLM(cfg)
+    state = {k: v.float() for k, v in model.state_dict().items()
+             if not k.startswith("model.layers.") or int(k.split(".")[2]) < 2}
+    assistant.load_state_dict(state, strict=False)
+    assistant.tie_weights()
+    assistant = assistant.to(DEVICE).train()
+    assistant.model.embed_tokens.weight.requires_grad_(False)
+    params = [p for p in assistant.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=0.0)
+    examples = read_examples(work / "regen.jsonl", max_length=1024)
+    rng = random.Random(0)
+    began, steps, tokens, losses = time.perf_counter(), 0, 0, []
+    while time.perf_counter() - began < seconds:
+        chunk = rng.sample(examples, min(batch, len(examples)))
+        width = max(len(e.input_ids) for e in chunk)
+        ids = torch.tensor([list(e.input_ids) + [0] * (width - len(e.input_ids)) for e in chunk], device=DEVICE)
+        labels = torch.tensor([[t if m else -100 for t, m in zip(e.input_ids, e.loss_mask)]
+                               + [-100] * (width - len(e.input_ids)) for e in chunk], device=DEVICE)  # [b, S]
+        with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=DEVICE == "cuda"):
+            loss = assistant(input_ids=ids, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        steps, tokens = steps + 1, tokens + int((labels != -100).sum())
+        losses.append(float(loss))
+    seconds_used = time.perf_counter() - began
+    folder = work / "assistant"
+    folder.mkdir(exist_ok=True)
+    weights = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in assistant.state_dict().items()
+               if k not in ("model.embed_tokens.weight", "lm_head.weight")}
+    save_file(weights, str(folder / "model.safetensors"))
+    cfg.save_pretrained(folder)
+    shutil.copy(folder / "model.safetensors", out / "assistant.safetensors")
+    shutil.copy(folder / "config.json", out / "assistant-config.json")
+    result = {"steps": steps, "seconds": seconds_used, "loss_first": sum(losses[:10]) / max(1, len(losses[:10])),
+              "loss_last": sum(losses[-10:]) / max(1, len(losses[-10:])), "tokens_per_s": tokens / seconds_used}
+    log(f"assistant: {result}")
+    return result
+
+
+def ship(work: Path, out: Path, mode: str) -> None:
+    """One bf16 draft (split into <16 MiB parts for the transfer back), its config (+ calibration) and metrics."""
+    draft = load_draft(work / f"{mode}-draft", device="cpu").to(torch.bfloat16)
+    folder = work / f"ship-{mode}"
     save_draft(draft, folder)
-    shutil.copy(work / "dspark-draft" / "calibration.json", folder / "calibration.json")
-    subprocess.run(["split", "-b", "15000000", "-d", str(folder / "model.safetensors"), str(out / "model.part")],
+    if (work / f"{mode}-draft" / "calibration.json").is_file():
+        shutil.copy(work / f"{mode}-draft" / "calibration.json", out / f"{mode}-calibration.json")
+    subprocess.run(["split", "-b", "15000000", "-d", str(folder / "model.safetensors"), str(out / f"{mode}.part")],
                    check=True)
-    shutil.copy(folder / "config.json", out / "config.json")
-    shutil.copy(folder / "calibration.json", out / "calibration.json")
-    for mode in ("dspark", "dflash"):
-        shutil.copy(work / mode / "metrics.jsonl", out / f"metrics-{mode}.jsonl")
+    shutil.copy(folder / "config.json", out / f"{mode}-config.json")
+    shutil.copy(work / mode / "metrics.jsonl", out / f"{mode}-metrics.jsonl")
 
 
 def main() -> None:
@@ -203,6 +264,7 @@ def main() -> None:
     parser.add_argument("--regen-max-new", type=int, default=256)
     parser.add_argument("--train-seconds", type=float, default=200)
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--assistant-seconds", type=float, default=60)
     parser.add_argument("--anchors", type=int, default=256)
     parser.add_argument("--eval-max-new", type=int, default=256)
     parser.add_argument("--eval-per-suite", type=int, default=40)
@@ -218,7 +280,9 @@ def main() -> None:
         elif stage == "regen":
             summary.update(stage_regen(args.work, args.prompts, args.regen_batch, args.regen_max_new))
         elif stage == "train":
-            summary["train"] = stage_train(args.work, args.train_seconds, args.batch, args.anchors)
+            summary["train"] = stage_train(args.work, args.out, args.train_seconds, args.batch, args.anchors)
+        elif stage == "assistant":
+            summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "eval":
             summary.update(stage_eval(args.work, args.eval_prompts, args.out, args.eval_max_new, args.eval_per_suite))
         summary[f"{stage}_wall_s"] = time.perf_counter() - began
