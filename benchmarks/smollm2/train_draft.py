@@ -88,18 +88,19 @@ def _new_draft(model, mode: str) -> DSparkDraft:
     return draft
 
 
-def stage_train(work: Path, out: Path, seconds: float, batch: int, anchors: int) -> dict:
+def stage_train(work: Path, out: Path, seconds: float, batch: int, anchors: int, steps: int = 0) -> dict:
     model, _ = load_target(work, torch.bfloat16)
     examples = read_examples(work / "regen.jsonl", max_length=1024)
     base = dict(lr=6e-4, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10)
     results = {}
     probe = _new_draft(model, "dspark")
     source = OnlineHiddenStates(Target(model, probe.config.target_layer_ids), examples)
-    timing = train(probe, source, TrainConfig(steps=1000, **base), progress=False, stop_after=6)
-    step_s = timing.seconds / 6  # includes warm-up: errs on the side of fewer steps
-    steps = max(20, int(seconds / step_s))
-    log(f"train: {step_s * 1000:.0f} ms/step measured -> {steps} steps per draft "
-        f"({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
+    if not steps:  # measure: time 6 steps after 6 warm-up steps (allocator, kernels), scale to the budget
+        train(probe, source, TrainConfig(steps=1000, **base), progress=False, stop_after=6)
+        timing = train(_new_draft(model, "dspark"), source, TrainConfig(steps=1000, **base), progress=False,
+                       stop_after=6)
+        steps = max(20, int(seconds / (timing.seconds / 6)))
+    log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in ("dspark", "dflash"):
         draft = _new_draft(model, mode)
         config = TrainConfig(steps=steps, **base) if mode == "dspark" else TrainConfig.dflash(steps=steps, **base)
@@ -114,7 +115,7 @@ def stage_train(work: Path, out: Path, seconds: float, batch: int, anchors: int)
         log(f"train {mode}: {results[mode]}")
         if mode == "dflash":
             ship(work, out, "dflash")  # comes back with this call; the DSpark draft ships after calibration
-    results["mfu"] = mfu_estimate(model, probe, batch, anchors, step_s)
+    results["mfu"] = mfu_estimate(model, probe, batch, anchors, results["dspark"]["seconds"] / steps)
     return results
 
 
@@ -263,6 +264,7 @@ def main() -> None:
     parser.add_argument("--regen-batch", type=int, default=384)
     parser.add_argument("--regen-max-new", type=int, default=256)
     parser.add_argument("--train-seconds", type=float, default=200)
+    parser.add_argument("--steps", type=int, default=0, help="steps per draft (0: fit --train-seconds)")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--assistant-seconds", type=float, default=60)
     parser.add_argument("--anchors", type=int, default=256)
@@ -280,7 +282,8 @@ def main() -> None:
         elif stage == "regen":
             summary.update(stage_regen(args.work, args.prompts, args.regen_batch, args.regen_max_new))
         elif stage == "train":
-            summary["train"] = stage_train(args.work, args.out, args.train_seconds, args.batch, args.anchors)
+            summary["train"] = stage_train(args.work, args.out, args.train_seconds, args.batch, args.anchors,
+                                           args.steps)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "eval":
