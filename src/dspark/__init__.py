@@ -12,6 +12,7 @@ from dspark.config import DraftConfig, GenerationConfig, RopeConfig, preset
 __all__ = [
     "DraftConfig", "GenerationConfig", "RopeConfig", "preset",
     "DSparkDraft", "Target", "load_draft", "save_draft", "generate", "generate_stream",
+    "generate_batch", "BatchEngine", "load_smollm2",
 ]
 
 _LAZY = {
@@ -21,6 +22,9 @@ _LAZY = {
     "save_draft": "dspark.formats.native",
     "generate": "dspark.engine.generate",
     "generate_stream": "dspark.engine.generate",
+    "generate_batch": "dspark.engine.batch",
+    "BatchEngine": "dspark.engine.batch",
+    "load_smollm2": "dspark.testbed.smollm2",
 }
 
 

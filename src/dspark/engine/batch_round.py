@@ -1,0 +1,139 @@
+"""The device side of one batched round: row buffers and the fixed-shape steps that read and write them.
+
+Rows 0 … b−1 of the buffers are the round's rows (b = active rows, or a bucket padded with inactive rows, whose
+budget is 0 so they verify nothing and never advance). `propose(b)` drafts a block per row; `schedule(n, …)`
+decides how many drafts each of the n active rows verifies; `verify(b, t)` runs the target over [anchor, d_0 …
+d_{t−2}] at width t, accepts (greedy or rejection sampling), extends the draft's context with the verified
+features and advances start / budget / anchor, writing [accepted, L, committed tokens …] into `packed` for the
+host to read in one sync. Steps take only ints, so CUDA graphs can capture them (see graphs.py). Host-side
+bookkeeping (EOS, admission, results) lives in batch.py.
+"""
+from __future__ import annotations
+
+import torch
+
+from dspark.config import GenerationConfig
+from dspark.engine.accept import accept_greedy, accept_sampling
+from dspark.engine.batch_schedule import Scheduling, scheduled_lengths
+from dspark.engine.sampling import processed_probs, sample
+from dspark.engine.static_draft import StaticDraft
+from dspark.engine.static_target import StaticTarget
+
+
+class BatchRound:
+    """Buffers for up to `max_batch` rows and the steps of a round over their first b rows."""
+
+    def __init__(self, target: StaticTarget, draft: StaticDraft | None, max_batch: int):
+        self.target, self.draft = target, draft
+        self.max_batch = max_batch
+        self.gamma_max = draft.draft.config.num_draft_tokens if draft is not None else 0
+        self.block_size = draft.block_size if draft is not None else 0
+        device, g = target.device, self.gamma_max
+
+        def zeros(*shape: int, dtype: torch.dtype = torch.long) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype, device=device)
+
+        self.anchor, self.start, self.budget = zeros(max_batch), zeros(max_batch), zeros(max_batch)  # [B_max] each
+        self.active = zeros(max_batch, dtype=torch.bool)  # [B_max]
+        self.drafts = zeros(max_batch, g)  # [B_max, γ]
+        self.confidence = zeros(max_batch, g, dtype=torch.float32)  # [B_max, γ] raw confidence logits
+        self.lengths = zeros(max_batch)  # [B_max] drafts verified this round
+        self.packed = zeros(max_batch, g + 3)  # [B_max, 2 + T]: accepted, L, committed tokens
+        self.probs: torch.Tensor | None = None  # [B_max, γ, V] draft distributions (sampling only)
+        self.config = GenerationConfig()
+        self.gamma = 0
+        self.generator: torch.Generator | None = None
+
+    def begin(self, config: GenerationConfig, gamma: int, generator: torch.Generator) -> None:
+        """Settings of one generate call: sampling config, drafts per round (≤ the draft's), the RNG."""
+        self.config, self.gamma, self.generator = config, gamma, generator
+        if not config.greedy and self.gamma_max and self.probs is None:
+            vocab = self.target.target.vocab_size
+            self.probs = torch.zeros(self.max_batch, self.gamma_max, vocab, device=self.target.device)
+
+    # --- host-driven row changes (eager) -------------------------------------------------------------------------
+    def pick(self, logits: torch.Tensor) -> torch.Tensor:
+        """The target's own choice from logits [B, V] -> [B]."""
+        if self.config.greedy:
+            return logits.argmax(-1)
+        return sample(processed_probs(logits, self.config), self.generator)
+
+    @torch.inference_mode()
+    def admit(self, slots: list[int], prompts: list[list[int]], budget: int) -> list[int]:
+        """Prefill prompts into rows `slots` in one right-padded pass (a padded position only writes cache entries
+        past its row's prompt, which stay masked until overwritten); returns each row's first new token."""
+        device, k = self.target.device, len(slots)
+        lengths = torch.tensor([len(p) for p in prompts], device=device)  # [k]
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([p + [0] * (width - len(p)) for p in prompts], device=device)  # [k, P_max]
+        rows, zero = torch.tensor(slots, device=device), torch.zeros(k, dtype=torch.long, device=device)
+        logits, features = self.target.forward(ids, zero, rows, logits_at=lengths - 1)  # [k, 1, V], [k, P, m·d]
+        if self.draft is not None:
+            self.draft.extend(features, zero, rows)
+        token = self.pick(logits[:, 0])  # [k]
+        self.anchor[rows] = token
+        self.start[rows] = lengths
+        self.budget[rows] = budget - 1
+        self.active[rows] = True
+        return token.tolist()
+
+    def retire(self, slot: int) -> None:
+        self.active[slot] = False
+        self.budget[slot] = 0
+        self.start[slot] = 0
+
+    def move(self, source: int, destination: int) -> None:
+        """Move a live row to another slot (compaction), caches included."""
+        self.target.copy_row(source, destination)
+        if self.draft is not None:
+            self.draft.copy_row(source, destination)
+        for buffer in (self.anchor, self.start, self.budget, self.active):
+            buffer[destination] = buffer[source]
+        self.retire(source)
+
+    # --- the round's steps ---------------------------------------------------------------------------------------
+    @torch.inference_mode()
+    def propose(self, b: int, window: int | None = None) -> None:
+        """Draft a block for rows 0 … b−1 into drafts / probs / confidence (attending to positions < window)."""
+        out = self.draft.propose(self.anchor[:b], self.start[:b], None, self.config, self.generator, window)
+        self.drafts[:b].copy_(out.tokens)  # [b, γ]
+        if out.probs is not None:
+            self.probs[:b].copy_(out.probs)  # [b, γ, V]
+        if out.confidence_logits is not None:
+            self.confidence[:b].copy_(out.confidence_logits)  # [b, γ]
+
+    @torch.inference_mode()
+    def schedule(self, n: int, scheduling: Scheduling, temperatures: torch.Tensor | None) -> None:
+        """lengths of the n active rows (rows 0 … n−1) from budget and scheduling; other rows verify nothing."""
+        has_confidence = self.draft is not None and self.draft.draft.confidence_head is not None
+        lengths = scheduled_lengths(self.confidence[:n] if has_confidence else None, self.budget[:n] - 1,
+                                    self.gamma, scheduling, self.config.confidence_threshold, temperatures)
+        self.lengths.zero_()
+        self.lengths[:n] = lengths
+
+    @torch.inference_mode()
+    def verify(self, b: int, t: int, window: int | None = None) -> None:
+        """Verify [anchor, d_0 … d_{t−2}] for rows 0 … b−1 (attending to positions < window), accept, extend the
+        draft, advance the rows."""
+        anchor, start, lengths = self.anchor[:b], self.start[:b], self.lengths[:b]
+        drafts = self.drafts[:b, : t - 1]  # [b, t−1]
+        ids = torch.cat([anchor[:, None], drafts], dim=1)  # [b, t]
+        logits, features = self.target.forward(ids, start, window=window)  # [b, t, V], [b, t, m·d]
+        if self.config.greedy:
+            accepted, bonus = accept_greedy(drafts, lengths, logits)  # [b], [b]
+        elif t == 1:
+            accepted, bonus = torch.zeros_like(anchor), self.pick(logits[:, 0])
+        else:
+            target_probs = processed_probs(logits, self.config)  # [b, t, V]
+            accepted, bonus = accept_sampling(drafts, lengths, self.probs[:b, : t - 1], target_probs, self.generator)
+        if self.draft is not None:
+            self.draft.extend(features, start)
+        committed = torch.cat([drafts, torch.zeros_like(anchor)[:, None]], dim=1)  # [b, t]
+        committed.scatter_(1, accepted[:, None], bonus[:, None])  # bonus right after the accepted drafts
+        self.packed[:b, 0] = accepted
+        self.packed[:b, 1] = lengths
+        self.packed[:b, 2 : 2 + t] = committed
+        step = (accepted + 1) * self.active[:b]  # [b] inactive rows stay where they are
+        start.add_(step)
+        self.budget[:b].sub_(step)
+        anchor.copy_(torch.where(self.active[:b], bonus, anchor))

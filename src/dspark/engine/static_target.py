@@ -1,0 +1,150 @@
+"""The target over a preallocated (static) KV cache: B sequences at once, each at its own position.
+
+A functional forward over the HF model's own submodules (embedding, decoder layers' norms / projections / MLP,
+final norm, LM head, and the model's own rotary embedding so RoPE scaling matches), reporting logits and the
+features a DSpark draft reads, exactly as `Target.forward` does. Keys/values of the new tokens are written into
+cache rows at their absolute positions with no host sync; entries past a row's position are masked, so a rejected
+draft's stale entries need no cropping: the next round overwrites them. Supports Llama and Qwen3 targets only.
+It does not sample, decide acceptance or track which rows are in use.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from dspark.model.rope import apply_rotary
+from dspark.model.target import Target
+
+SUPPORTED_TARGETS = ("LlamaForCausalLM", "Qwen3ForCausalLM")
+
+
+def check_supported(model: torch.nn.Module) -> None:
+    """Raise a clear error unless the fast path can run this HF model."""
+    name = type(model).__name__
+    if name not in SUPPORTED_TARGETS:
+        raise NotImplementedError(
+            f"the batched engine supports {', '.join(SUPPORTED_TARGETS)} targets, not {name}; use "
+            f"dspark.generate (batch 1, any HF causal LM) for this target")
+    rope_type = str(getattr(model.model.rotary_emb, "rope_type", "default"))
+    if "dynamic" in rope_type or "longrope" in rope_type:
+        raise NotImplementedError(f"the batched engine does not support {rope_type!r} RoPE (its frequencies change "
+                                  f"with the sequence length); use dspark.generate")
+    types = getattr(model.config, "layer_types", None) or []
+    if any(t != "full_attention" for t in types):
+        raise NotImplementedError(f"the batched engine does not support sliding-window layers ({name} config "
+                                  f"layer_types {sorted(set(types))}); use dspark.generate")
+
+
+def aligned(length: int) -> int:
+    """Cache length rounded up to a multiple of 16 (what fused attention kernels want of a mask's rows)."""
+    return -(-length // 16) * 16
+
+
+def attention_bias(visible: torch.Tensor, groups: int, dtype: torch.dtype) -> torch.Tensor:
+    """Boolean visibility [B, 1, T, L] -> additive bias [B, 1, G·T, L] (0 / −inf) for `grouped_attention`,
+    built once per forward instead of once per layer."""
+    b, _, t, length = visible.shape
+    grouped = visible[:, :, None].expand(b, 1, groups, t, length).reshape(b, 1, groups * t, length)
+    return torch.zeros(grouped.shape, dtype=dtype, device=visible.device).masked_fill_(~grouped, float("-inf"))
+
+
+def causal_bias(positions: torch.Tensor, window: int, groups: int, dtype: torch.dtype) -> torch.Tensor:
+    """positions [B, T] -> bias [B, 1, G·T, window]: a query sees cache positions up to its own."""
+    keys = torch.arange(window, device=positions.device)  # [L]
+    return attention_bias((keys[None, None, :] <= positions[:, :, None])[:, None], groups, dtype)
+
+
+def write_rows(cache: torch.Tensor, rows: torch.Tensor | None, positions: torch.Tensor, new: torch.Tensor) -> None:
+    """Write new [B, H, T, D] into cache [B_max, H, L, D] at rows [B] (None: rows 0 … B−1), positions [B, T]."""
+    b, h, t, d = new.shape
+    if rows is None:  # the round's rows: a scatter into a view (graph-safe, no gather)
+        cache[:b].scatter_(2, positions[:, None, :, None].expand(b, h, t, d), new.to(cache.dtype))
+    else:
+        cache[rows[:, None], :, positions] = new.transpose(1, 2).to(cache.dtype)  # [B, T, H, D] slots
+
+
+def read_rows(cache: torch.Tensor, rows: torch.Tensor | None, b: int, window: int) -> torch.Tensor:
+    """Positions < window of cache rows [B_max, H, L, D] -> [B, H, window, D] (a view for rows 0 … B−1)."""
+    return cache[:b, :, :window] if rows is None else cache.index_select(0, rows)[:, :, :window]
+
+
+def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor,
+                      scale: float | None = None) -> torch.Tensor:
+    """GQA without expanding the cache: q [B, H, T, D] as [B, H_kv, G·T, D] (query head h reads KV head h // G)
+    against keys/values [B, H_kv, L, D] with bias [B, 1, G·T, L] -> [B, H, T, D]. Any SDPA kernel that takes a
+    mask can run it (enable_gqa would force the math kernel when a mask is given)."""
+    b, h, t, d = q.shape
+    kv = keys.shape[1]
+    out = F.scaled_dot_product_attention(q.reshape(b, kv, h // kv * t, d), keys, values, attn_mask=bias, scale=scale)
+    return out.reshape(b, h, t, d)
+
+
+class StaticTarget:
+    """Per-layer K/V caches [B_max, H_kv, L_max, D] in the model dtype, and a forward that fills and reads them."""
+
+    def __init__(self, target: Target, max_batch: int, max_length: int):
+        model = target.model
+        check_supported(model)
+        self.target, self.model = target, model
+        self.layer_ids = target.layer_ids
+        self.backbone = model.model
+        cfg = model.config
+        attn = self.backbone.layers[0].self_attn
+        self.heads, self.kv_heads = int(cfg.num_attention_heads), int(cfg.num_key_value_heads)
+        self.head_dim = int(attn.head_dim)
+        self.max_batch, self.max_length = max_batch, aligned(max_length)
+        weight = target.lm_head.weight
+        shape = (max_batch, self.kv_heads, self.max_length, self.head_dim)
+        self.keys = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in self.backbone.layers]
+        self.values = [torch.zeros_like(k) for k in self.keys]
+
+    @property
+    def device(self) -> torch.device:
+        return self.keys[0].device
+
+    def copy_row(self, source: int, destination: int) -> None:
+        """Move one sequence's cache to another row (compacting the batch)."""
+        for cache in (*self.keys, *self.values):
+            cache[destination].copy_(cache[source])
+
+    def _attention(self, index: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
+                   rows: torch.Tensor | None, bias: torch.Tensor) -> torch.Tensor:
+        attn = self.backbone.layers[index].self_attn
+        b, t, _ = x.shape
+        q = attn.q_proj(x).view(b, t, self.heads, self.head_dim)  # [B, T, H, D]
+        k = attn.k_proj(x).view(b, t, self.kv_heads, self.head_dim)
+        if getattr(attn, "q_norm", None) is not None:
+            q, k = attn.q_norm(q), attn.k_norm(k)
+        q = apply_rotary(q.transpose(1, 2), cos, sin)  # [B, H, T, D]
+        k = apply_rotary(k.transpose(1, 2), cos, sin)  # [B, H_kv, T, D]
+        v = attn.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)  # [B, H_kv, T, D]
+        write_rows(self.keys[index], rows, positions, k)
+        write_rows(self.values[index], rows, positions, v)
+        window = bias.shape[-1]
+        keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
+        values = read_rows(self.values[index], rows, b, window)
+        out = grouped_attention(q, keys, values, bias, attn.scaling)  # [B, H, T, D]
+        return attn.o_proj(out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim))
+
+    @torch.inference_mode()
+    def forward(self, ids: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None = None,
+                logits_at: torch.Tensor | None = None, window: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """ids [B, T] at positions start_b … start_b+T−1 of cache rows `rows` [B] (None: rows 0 … B−1) ->
+        logits [B, T, V] fp32 (only column logits_at_b's [B, 1, V] when given) and features [B, T, m·d].
+        Attention reads cache positions < window (default: all); every position a query sees must lie below it."""
+        b, t = ids.shape
+        positions = start[:, None] + torch.arange(t, device=ids.device)  # [B, T]
+        x = self.backbone.embed_tokens(ids)  # [B, T, d]
+        cos, sin = self.backbone.rotary_emb(x, positions)  # [B, T, D]
+        bias = causal_bias(positions, min(window or self.max_length, self.max_length), self.heads // self.kv_heads,
+                           x.dtype)  # [B, 1, G·T, W]
+        features = [x] if -1 in self.layer_ids else []
+        for index, layer in enumerate(self.backbone.layers):
+            x = x + self._attention(index, layer.input_layernorm(x), cos, sin, positions, rows, bias)
+            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            if index in self.layer_ids:
+                features.append(x)
+        if logits_at is not None:
+            x = x.gather(1, logits_at[:, None, None].expand(b, 1, x.shape[-1]))  # [B, 1, d]
+        hidden = self.backbone.norm(x)  # [B, T, d]
+        return self.model.lm_head(hidden).float(), torch.cat(features, dim=-1)  # [B, T, V], [B, T, m·d]

@@ -1,0 +1,178 @@
+"""The batched engine over static caches: its target and draft equal the batch-1 ones, and batched decoding
+(ragged acceptance, EOS, budgets, continuous batching, padded buckets) is token-identical to plain greedy decoding
+per prompt, with the batch-1 engine's τ statistics."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from dspark import GenerationConfig, Target, generate
+from dspark.engine.batch import BatchEngine, generate_batch
+from dspark.engine.draft_step import DraftContextCache, propose
+from dspark.engine.generate import prepare_pair
+from dspark.engine.graphs import RoundGraphs, check_graphs
+from dspark.engine.static_draft import StaticDraft
+from dspark.engine.static_target import StaticTarget
+from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
+from dspark.testbed.successor_pair import EOS_ID, build_pair
+
+
+def hf_greedy(model, prompt, n):
+    ids = torch.tensor([prompt])
+    out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False,
+                         eos_token_id=None, pad_token_id=0)
+    return out[0, len(prompt):].tolist()
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_static_target_equals_hf_target_for_prefill_and_ragged_verify_steps(arch):
+    model = tiny_target(arch, vocab_size=300, num_layers=3, seed=1)
+    layer_ids = (-1, 0, 1)
+    static = StaticTarget(Target(model, layer_ids), max_batch=4, max_length=40)
+    prompts = [[5, 6, 7, 8, 9], [1, 2, 3], [9, 8, 7, 6, 5, 4, 3]]
+    references = [Target(model, layer_ids) for _ in prompts]
+    rows = [3, 0, 2]  # not in order, so row indexing is exercised
+    for row, prompt, ref in zip(rows, prompts, references):
+        logits, features = static.forward(torch.tensor([prompt]), torch.tensor([0]), torch.tensor([row]))
+        expected = ref.forward(torch.tensor([prompt]))
+        torch.testing.assert_close(logits, expected.logits, atol=1e-5, rtol=0)
+        torch.testing.assert_close(features, expected.features, atol=1e-5, rtol=0)
+    start = [len(p) for p in prompts]
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(4):
+        block = torch.randint(0, 300, (3, 4), generator=gen)  # [B, T]
+        logits, features = static.forward(block, torch.tensor(start), torch.tensor(rows))
+        for b, ref in enumerate(references):
+            expected = ref.forward(block[b : b + 1])
+            torch.testing.assert_close(logits[b], expected.logits[0], atol=1e-5, rtol=0)
+            torch.testing.assert_close(features[b], expected.features[0], atol=1e-5, rtol=0)
+            kept = int(torch.randint(1, 5, (1,), generator=gen))  # ragged acceptance: the rest is stale
+            ref.crop(ref.cache_length - (4 - kept))
+            start[b] += kept
+
+
+def test_unsupported_target_architecture_is_refused_by_name():
+    model = tiny_target("deepseek_v3", num_layers=2)
+    with pytest.raises(NotImplementedError, match="LlamaForCausalLM, Qwen3ForCausalLM"):
+        StaticTarget(Target(model, (0,)), 2, 32)
+
+
+@pytest.mark.parametrize("mode,head", [("dspark", "vanilla"), ("dspark", "rnn"), ("dflash", "vanilla")])
+def test_static_draft_propose_equals_batch1_propose(mode, head):
+    model = tiny_target("qwen3", vocab_size=300, num_layers=4)
+    cfg = draft_config_for(model, block_size=4 if mode == "dspark" else 5, mode=mode, markov_head_type=head)
+    draft = random_draft(cfg, scale=3.0)
+    target = Target(model, cfg.target_layer_ids)
+    prepare_pair(target, draft)
+    static_target, static_draft = StaticTarget(target, 3, 48), StaticDraft(draft, 3, 48)
+    prompts = [[5, 6, 7, 8, 9], [1, 2, 3], [9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 11]]
+    contexts = []
+    for row, prompt in enumerate(prompts):
+        zero, rows = torch.tensor([0]), torch.tensor([row])
+        _, features = static_target.forward(torch.tensor([prompt]), zero, rows)
+        static_draft.extend(features, zero, rows)
+        contexts.append(DraftContextCache(draft))
+        contexts[-1].extend(features)
+    anchors, start = torch.tensor([11, 12, 13]), torch.tensor([len(p) for p in prompts])
+    greedy, sampling = GenerationConfig(), GenerationConfig(temperature=1.0)
+    batched = static_draft.propose(anchors, start, None, greedy, None)
+    for row in range(3):
+        expected = propose(draft, contexts[row], int(anchors[row]), greedy, None)
+        assert batched.tokens[row].tolist() == expected.tokens.tolist()
+        if expected.confidence_logits is not None:
+            torch.testing.assert_close(batched.confidence_logits[row], expected.confidence_logits, atol=1e-5, rtol=0)
+        # sampling: one row at a time draws the same random numbers as the batch-1 step
+        one = static_draft.propose(anchors[row : row + 1], start[row : row + 1], torch.tensor([row]), sampling,
+                                   torch.Generator().manual_seed(row))
+        expected = propose(draft, contexts[row], int(anchors[row]), sampling, torch.Generator().manual_seed(row))
+        assert one.tokens[0].tolist() == expected.tokens.tolist()
+        torch.testing.assert_close(one.probs[0], expected.probs, atol=1e-6, rtol=0)
+
+
+PROMPTS = [list(b"hello wor"), list(b"abc"), list(b"xyz 123 456 789"), list(b"The quick"), list(b"q"), list(b"mn"),
+           list(b"a~")]  # the target answers "a~" with the EOS: a request that ends at its first token
+
+
+@pytest.mark.parametrize("max_batch,pad,length", [(8, False, 96), (3, True, 600), (2, False, 96)])
+def test_batched_greedy_equals_batch1_engine_tokens_and_stats_with_eos_and_refills(max_batch, pad, length):
+    model, draft = build_pair()  # the successor pair: high but partial acceptance
+    target = Target(model, draft.config.target_layer_ids)
+    engine = BatchEngine(target, draft, max_batch=max_batch, max_length=length, pad_to_buckets=pad)  # 600: windowed
+    for config in (GenerationConfig(max_new_tokens=30, eos_token_ids=(EOS_ID,)), GenerationConfig(max_new_tokens=9),
+                   GenerationConfig(max_new_tokens=12, block_size=2)):
+        results = engine.generate(PROMPTS, config)
+        accepted = 0
+        for prompt, result in zip(PROMPTS, results):
+            expected = generate(target, draft, prompt, config)
+            assert result.tokens == expected.tokens
+            assert result.stats == expected.stats  # same rounds, proposed and accepted counts, token counts
+            accepted += sum(result.stats.accepted_counts)
+        assert accepted > 20  # multi-token commits really happened
+    eos_run = engine.generate(PROMPTS, GenerationConfig(max_new_tokens=30, eos_token_ids=(EOS_ID,)))
+    assert any(r.tokens[-1] == EOS_ID and len(r.tokens) < 30 for r in eos_run)  # EOS stopped some rows early
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_batched_random_draft_and_plain_loop_equal_hf_greedy(arch):
+    model = tiny_target(arch, seed=3)
+    cfg = draft_config_for(model, block_size=5, markov_head_type="gated")
+    target = Target(model, cfg.target_layer_ids)
+    rng = random.Random(0)
+    prompts = [[rng.randrange(97) for _ in range(rng.randrange(1, 20))] for _ in range(4)]
+    references = [hf_greedy(model, p, 14) for p in prompts]
+    config = GenerationConfig(max_new_tokens=14)
+    dflash = random_draft(draft_config_for(model, block_size=4, mode="dflash"))
+    for draft, cfg_run in [(random_draft(cfg, scale=5.0), config), (dflash, config), (None, config),
+                           (random_draft(cfg), GenerationConfig(max_new_tokens=14, block_size=0))]:
+        results = generate_batch(target, draft, prompts, cfg_run, max_batch=3)
+        assert [r.tokens for r in results] == references
+        if cfg_run.block_size == 0 or draft is None:  # plain decoding: one token per round, through the same loop
+            assert all(set(r.stats.acceptance_lengths) == {1} and r.stats.rounds == 13 for r in results)
+
+
+def test_token_budgets_zero_and_one_and_bad_requests():
+    model, draft = build_pair()
+    target = Target(model, draft.config.target_layer_ids)
+    engine = BatchEngine(target, draft, max_batch=2, max_length=40)
+    assert [r.tokens for r in engine.generate(PROMPTS[:3], GenerationConfig(max_new_tokens=0))] == [[], [], []]
+    one = engine.generate(PROMPTS[:3], GenerationConfig(max_new_tokens=1))
+    assert [r.tokens for r in one] == [generate(target, draft, p, GenerationConfig(max_new_tokens=1)).tokens
+                                       for p in PROMPTS[:3]]
+    with pytest.raises(ValueError, match="larger max_length"):
+        engine.generate([list(range(30))], GenerationConfig(max_new_tokens=8))
+    with pytest.raises(ValueError, match="empty"):
+        engine.generate([[1], []], GenerationConfig(max_new_tokens=2))
+
+
+def test_measured_step_costs_cover_every_verify_width():
+    model, draft = build_pair()
+    engine = BatchEngine(Target(model, draft.config.target_layer_ids), draft, max_batch=4, max_length=32)
+    table = engine.measure_step_costs(batch=3, repeats=1)
+    assert table.widths == [3 * t for t in range(1, draft.config.num_draft_tokens + 2)]
+    assert all(rate > 0 for rate in table.rates)
+
+
+class _EagerReplay(RoundGraphs):
+    """The graph wrapper with capture replaced by the step itself: everything but CUDA capture/replay runs."""
+
+    def _record(self, step):
+        return step
+
+
+def test_graph_wrapper_warm_up_and_replay_leave_generation_unchanged():
+    model, draft = build_pair()
+    target = Target(model, draft.config.target_layer_ids)
+    engine = BatchEngine(target, draft, max_batch=3, max_length=64, pad_to_buckets=True)
+    engine.graphs = _EagerReplay(engine.round)
+    config = GenerationConfig(max_new_tokens=20, eos_token_ids=(EOS_ID,))
+    check_graphs(engine, PROMPTS, config)  # graphed (here: warmed-up, restored, replayed) == eager
+    results = engine.generate(PROMPTS, config)
+    assert [r.tokens for r in results] == [generate(target, draft, p, config).tokens for p in PROMPTS]
+    assert {key[0] for key in engine.graphs.graphs} == {"propose", "verify"}
+    warm = BatchEngine(target, draft, max_batch=2, max_length=300, pad_to_buckets=True)
+    warm.graphs = _EagerReplay(warm.round)
+    assert warm.warm_up() == len(warm.graphs.graphs) == 2 * 2 * (1 + 5)  # buckets 1 2 × windows 256 304 × steps
+    assert [r.tokens for r in warm.generate(PROMPTS, config)] == [r.tokens for r in results]
+    assert len(warm.graphs.graphs) == 24  # everything the generation needed was already captured

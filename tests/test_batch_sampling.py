@@ -1,0 +1,45 @@
+"""Batched speculative sampling is distribution-exact: many copies of one prompt decoded side by side commit
+continuations distributed as the target's own (processed) samples; a sampler that skips rejection is caught.
+Same χ² rule as tests/test_lossless_sampling.py."""
+from __future__ import annotations
+
+from collections import Counter
+
+import torch
+from test_lossless_sampling import chi_square_excess, exact_continuations
+
+from dspark import GenerationConfig, Target
+from dspark.engine import batch_round
+from dspark.engine.batch import BatchEngine
+from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
+
+VOCAB, PROMPT, LENGTH = 4, [1, 2, 3], 3
+
+
+def _batched_counts(config: GenerationConfig, samples: int) -> tuple[Counter, int, dict]:
+    model = tiny_target("qwen3", vocab_size=VOCAB, hidden_size=32, num_layers=2, seed=0)
+    cfg = draft_config_for(model, layer_ids=(0,), block_size=3, num_layers=1)
+    draft = random_draft(cfg, scale=3.0)
+    engine = BatchEngine(Target(model, cfg.target_layer_ids), draft, max_batch=64, max_length=16)
+    results = engine.generate([PROMPT] * samples, config)
+    counts = Counter(tuple(r.tokens) for r in results)
+    accepted = sum(sum(r.stats.accepted_counts) for r in results)
+    return counts, accepted, exact_continuations(model, PROMPT, LENGTH, config, VOCAB)
+
+
+def test_batched_speculative_sampling_matches_target_distribution():
+    config = GenerationConfig(max_new_tokens=LENGTH, temperature=0.8, top_k=3, seed=0)
+    counts, accepted, expected = _batched_counts(config, 1500)
+    assert chi_square_excess(counts, expected, 1500) < 0
+    assert accepted > 150  # drafts were really accepted: the rejection, residual and bonus paths all ran
+
+
+def test_skipping_rejection_is_caught(monkeypatch):
+    def accept_everything(drafts, lengths, draft_probs, target_probs, generator):  # no rejection at all
+        rows = torch.arange(drafts.shape[0])
+        return lengths.clone(), torch.multinomial(target_probs[rows, lengths], 1, generator=generator)[:, 0]
+
+    monkeypatch.setattr(batch_round, "accept_sampling", accept_everything)
+    config = GenerationConfig(max_new_tokens=LENGTH, temperature=1.0, seed=0)  # full support: only χ² can tell
+    counts, _, expected = _batched_counts(config, 1000)
+    assert chi_square_excess(counts, expected, 1000) > 0
