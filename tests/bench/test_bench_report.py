@@ -60,8 +60,10 @@ def test_reference_table_sets_ours_beside_the_seed_and_the_paper(result_files):
 
 def test_throughput_table_gives_speedups_against_the_same_runs_baseline(result_files):
     text = render_markdown(labelled_runs(result_files[:1]), [])
-    assert "| gpu | code | dspark | none | 1 | 0 | 350.0 | 3.50 | plain | – |" in text
-    assert "| gpu | code | dspark | confidence | 4 | 0 | 990.0 | 2.75 | plain | – |" in text
+    assert "| gpu | code | dspark | none | 1 | 0 | 0 | 350 | 1.00 | 350.0 | 3.50 | – | plain | – | – | ok |" in text
+    assert "| gpu | code | dspark | confidence | 4 | 0 | 0 | 990 | 1.00 | 990.0 | 2.75 | – | plain | – | – | ok |" in text
+    assert "| gpu | code | 0 | dspark | none | 3.50× | 2.50× |" in text  # speedup by concurrency
+    assert "| gpu | code | 0 | dspark | confidence | – | 2.75× |" in text
 
 
 def test_two_files_with_the_same_name_get_distinct_labels_and_columns(result_files, tmp_path):

@@ -38,7 +38,7 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def _dtype(name: str, device: str) -> Any:
+def resolve_dtype(name: str, device: str) -> Any:
     import torch
 
     if name not in DTYPES:
@@ -58,7 +58,7 @@ def load_tokenizer(path: str | Path) -> Any:
                          f"holds the target's tokenizer with --tokenizer PATH") from None
 
 
-def _eos_ids(tokenizer: Any, model: Any) -> tuple[int, ...]:
+def eos_token_ids(tokenizer: Any, model: Any) -> tuple[int, ...]:
     ids: set[int] = set()
     for value in (getattr(tokenizer, "eos_token_id", None),
                   getattr(getattr(model, "generation_config", None), "eos_token_id", None)):
@@ -75,7 +75,7 @@ def load_models(target_path: str | Path, draft_path: str | Path, tokenizer_path:
     from dspark.model.target import Target
 
     device = resolve_device(device)
-    torch_dtype = _dtype(dtype, device)
+    torch_dtype = resolve_dtype(dtype, device)
     target_path, draft_path = Path(target_path), Path(draft_path)
     if not (target_path / "config.json").is_file():
         raise BenchError(f"--target {target_path} is not a Hugging Face model folder (no config.json)")
@@ -90,4 +90,4 @@ def load_models(target_path: str | Path, draft_path: str | Path, tokenizer_path:
     target_limit = getattr(target.model.config, "max_position_embeddings", None)
     if target_limit:
         limits.append(int(target_limit))
-    return BenchModels(target, draft, tokenizer, device, _eos_ids(tokenizer, target.model), min(limits))
+    return BenchModels(target, draft, tokenizer, device, eos_token_ids(tokenizer, target.model), min(limits))

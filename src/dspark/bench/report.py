@@ -1,7 +1,8 @@
 """`dspark bench report`: turn result files into report.md plus PNG plots in one folder.
 
 Tables: the runs (device, commit, command), acceptance per suite and temperature (with a pooled 'all' row), our τ
-beside the seed's and the paper's, and throughput with speedups when the results hold any. Plots come from
+beside the seed's and the paper's, and throughput with speedups (every row, then speedup by concurrency) when the
+results hold any. Plots come from
 `plots.py`; each is drawn only from data that exists. All numbers are recomputed from the stored round tables.
 """
 from __future__ import annotations
@@ -104,17 +105,44 @@ def _reference_section(runs: Sequence[Run]) -> list[str]:
 
 
 def _throughput_section(runs: Sequence[Run]) -> list[str]:
-    rows = [(label, t.suite, t.method, t.scheduler, t.concurrency, f"{t.temperature:g}", _fmt(t.tokens_per_second, 1),
-             _fmt(r.speedup(t)), t.baseline or "–", _fmt(t.mean_tau))
+    rows = [(label, t.suite, t.method, t.scheduler, t.concurrency, t.requests, f"{t.temperature:g}", t.new_tokens,
+             _fmt(t.seconds), _fmt(t.tokens_per_second, 1), _fmt(r.speedup(t)), _fmt(r.speedup_per_tau(t)),
+             t.baseline or "–", _fmt(t.mean_tau), _yes_no(t.lossless), t.status + (f": {t.note}" if t.note else ""))
             for label, r in runs for t in r.throughput]
     if not rows:
         return ["## Throughput", "", "No throughput rows in these results.", ""]
     return ["## Throughput", "", "Speedup = tokens/s over the baseline method measured in the same run, same suite, "
-            f"concurrency and temperature. The seed reports {SEED_PLAIN_TOKENS_PER_S:g} tok/s without the draft and "
-            f"{SEED_DSPARK_TOKENS_PER_S:g} tok/s with it ({SEED_SPEEDUP:g}×; up to {SEED_BEST_SPEEDUP:g}× on easy "
-            "text) for Kimi K3, batch 1.", "",
-            *_table(("run", "suite", "method", "scheduler", "concurrency", "T", "tok/s", "speedup", "baseline",
-                     "mean τ"), rows), ""]
+            "concurrency and temperature (full measurements only). Mean τ = tokens committed per verify round "
+            "(accepted + 1, every round counted); speedup/τ is the share of that ideal speedup (drafting and "
+            "verifying for free) the engine keeps. Lossless: at T = 0, every request of the row is "
+            "token-identical to our plain decoding at the same concurrency. The seed reports "
+            f"{SEED_PLAIN_TOKENS_PER_S:g} tok/s without the draft and {SEED_DSPARK_TOKENS_PER_S:g} tok/s with it "
+            f"({SEED_SPEEDUP:g}×; up to {SEED_BEST_SPEEDUP:g}× on easy text) for Kimi K3, batch 1.", "",
+            *_table(("run", "suite", "method", "scheduler", "concurrency", "requests", "T", "new tokens", "seconds",
+                     "tok/s", "speedup", "speedup/τ", "baseline", "mean τ", "lossless", "status"), rows), ""]
+
+
+def _yes_no(value: bool | None) -> str:
+    return "–" if value is None else ("yes" if value else "NO")
+
+
+def _speedup_section(runs: Sequence[Run]) -> list[str]:
+    """Speedup by concurrency, one row per (run, suite, T, method, scheduler); a cell says why when there is none."""
+    levels = sorted({t.concurrency for _, r in runs for t in r.throughput})
+    if not levels:
+        return []
+    cells: dict[tuple, dict[int, str]] = {}
+    for label, r in runs:
+        for t in r.throughput:
+            key = (label, t.suite, f"{t.temperature:g}", t.method, t.scheduler)
+            speedup = r.speedup(t)
+            cells.setdefault(key, {})[t.concurrency] = f"{speedup:.2f}×" if speedup is not None else (
+                t.status if t.status != "ok" else "–")
+    rows = [(*key, *(cells[key].get(c, "–") for c in levels)) for key in cells]
+    return ["## Speedup by concurrency", "", "Each method's tokens/s over its baseline's (our plain decoding) at the "
+            "same concurrency, in the same run; n/a = the method does not run there, timeout = cut by its time "
+            "budget.", "", *_table(("run", "suite", "T", "method", "scheduler", *(f"C={c}" for c in levels)), rows),
+            ""]
 
 
 def render_markdown(runs: Sequence[Run], plots: Sequence[Path]) -> str:
@@ -122,6 +150,7 @@ def render_markdown(runs: Sequence[Run], plots: Sequence[Path]) -> str:
     figures = [line for name, title in PLOTS if name in names for line in (f"![{title}]({name})", "")]
     lines = ["# dspark benchmark report", "", f"{len(runs)} result file(s).", "",
              *_runs_section(runs), *_acceptance_section(runs), *_reference_section(runs), *_throughput_section(runs),
+             *_speedup_section(runs),
              "## Plots", "", *(figures or ["No data to plot.", ""])]
     return "\n".join(lines)
 
@@ -132,7 +161,8 @@ def write_report(runs: Sequence[Run], out_dir: str | Path) -> ReportFiles:
     out.mkdir(parents=True, exist_ok=True)
     many = len(runs) > 1
     acceptance = [(f"{label}/{row.suite}" if many else row.suite, row) for label, r in runs for row in r.acceptance]
-    speeds = [(label if many else "", r.speedup(t), t) for label, r in runs for t in r.throughput]
+    speeds = [(label if many else "", r.speedup(t), t) for label, r in runs for t in r.throughput
+              if t.status == "ok" and t.seconds > 0]
     drawn = (plot_tau_histogram(acceptance, out / PLOTS[0][0]), plot_per_position(acceptance, out / PLOTS[1][0]),
              plot_speedup_by_suite(speeds, out / PLOTS[2][0]),
              plot_throughput_vs_concurrency(speeds, out / PLOTS[3][0]))

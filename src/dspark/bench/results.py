@@ -139,19 +139,35 @@ class AcceptanceRow:
                 "tokens_per_second": self.tokens_per_second}
 
 
+ROW_STATUSES = ("ok", "timeout", "n/a", "skipped", "error")
+
+
 @dataclass(frozen=True)
 class ThroughputRow:
-    """Decoding speed of one method on one suite at one concurrency (filled in by throughput runs)."""
+    """Decoding speed of one method on one suite at one concurrency (filled in by throughput runs).
+
+    `status` says whether the numbers are a full measurement ("ok"); "timeout" rows hold what finished before the
+    method's budget ran out (or nothing, for the levels skipped after it), "n/a" rows a method that cannot run at
+    this concurrency, "skipped" rows the run's deadline, "error" rows the exception text in `note`."""
 
     suite: str
-    method: str  # e.g. "plain", "dspark", "dflash", "hf-generate", "hf-static-compile", "prompt-lookup"
+    method: str  # e.g. "plain", "dspark", "dflash", "hf-dynamic", "hf-static", "prompt-lookup", "assisted"
     concurrency: int
     temperature: float
     new_tokens: int
     seconds: float
-    scheduler: str = "none"  # "none" or the block scheduler used (e.g. "confidence")
+    scheduler: str = "none"  # "none" or the block scheduler used ("threshold", "algorithm1")
     baseline: str | None = "plain"  # the method, measured in the same run, that speedups are relative to
-    mean_tau: float | None = None
+    mean_tau: float | None = None  # tokens committed per verify round (accepted + 1), every round counted
+    requests: int = 0  # requests whose tokens are counted
+    lossless: bool | None = None  # T=0, our speculative rows: every request token-identical to plain's
+    agreement: float | None = None  # share of requests token-identical to the baseline's output
+    status: str = "ok"
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in ROW_STATUSES:
+            raise BenchError(f"throughput row {self.method!r}: status {self.status!r} is not one of {ROW_STATUSES}")
 
     @property
     def tokens_per_second(self) -> float:
@@ -174,14 +190,22 @@ class BenchResult:
         return "+".join(kinds) or "empty"
 
     def speedup(self, row: ThroughputRow) -> float | None:
-        """row's tokens/s over its baseline's, matched on suite, concurrency and temperature, in this run."""
-        if row.baseline is None:
+        """row's tokens/s over its baseline's, matched on suite, concurrency and temperature, in this run; None
+        unless both are full measurements (status "ok")."""
+        if row.baseline is None or row.status != "ok":
             return None
         for base in self.throughput:
             if (base.method, base.suite, base.concurrency, base.temperature, base.scheduler) == \
                     (row.baseline, row.suite, row.concurrency, row.temperature, "none"):
-                return row.tokens_per_second / base.tokens_per_second if base.tokens_per_second else None
+                if base.status != "ok" or not base.tokens_per_second:
+                    return None
+                return row.tokens_per_second / base.tokens_per_second
         return None
+
+    def speedup_per_tau(self, row: ThroughputRow) -> float | None:
+        """Speedup / mean τ: the share of the ideal (free drafting and verification) speedup the engine keeps."""
+        speedup = self.speedup(row)
+        return speedup / row.mean_tau if speedup is not None and row.mean_tau else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -189,8 +213,8 @@ class BenchResult:
             "settings": dict(self.settings), "suites": [asdict(s) for s in self.suites],
             "acceptance": [{**asdict(r), "rounds_table": [list(t) for t in r.rounds_table], **r.summary()}
                            for r in self.acceptance],
-            "throughput": [{**asdict(r), "tokens_per_second": r.tokens_per_second, "speedup": self.speedup(r)}
-                           for r in self.throughput],
+            "throughput": [{**asdict(r), "tokens_per_second": r.tokens_per_second, "speedup": self.speedup(r),
+                            "speedup_per_tau": self.speedup_per_tau(r)} for r in self.throughput],
         }
 
 

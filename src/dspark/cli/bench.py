@@ -1,4 +1,5 @@
-"""`dspark bench suites|acceptance|report`: parse arguments, call `dspark.bench`, print tables and one JSON line.
+"""`dspark bench suites|acceptance|throughput|report`: parse arguments, call `dspark.bench`, print tables and one JSON
+line (`throughput` lives in cli/bench_throughput.py).
 
 No measurement or statistics live here. Bad input (any `ValueError`, e.g. `BenchError`, a missing data package, a
 draft that does not fit the target) prints one line and exits 2.
@@ -47,7 +48,9 @@ ACCEPTANCE_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="bench_command", metavar="{suites,acceptance,report}")
+    from dspark.cli import bench_throughput
+
+    sub = parser.add_subparsers(dest="bench_command", metavar="{suites,acceptance,throughput,report}")
     parser.set_defaults(bench_help=parser.format_help())
     s = sub.add_parser("suites", help="list the built-in prompt suites, their data packages and sizes")
     s.add_argument("--show", metavar="SUITES", help="print the first prompts of these suites (comma-separated)")
@@ -57,6 +60,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     a = sub.add_parser("acceptance", help="mean τ, per-position acceptance and τ histogram per suite and temperature")
     for flags, options in ACCEPTANCE_OPTIONS:
         a.add_argument(*flags, **options)
+    bench_throughput.register(sub)
     r = sub.add_parser("report", help="write report.md and PNG plots from result files")
     r.add_argument("results", nargs="+", metavar="RESULTS.json")
     r.add_argument("--out", required=True, metavar="DIR", help="folder for report.md and the plots")
@@ -225,7 +229,10 @@ def _run_report(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    commands = {"suites": _run_suites, "acceptance": _run_acceptance, "report": _run_report}
+    from dspark.cli.bench_throughput import run_throughput
+
+    commands = {"suites": _run_suites, "acceptance": _run_acceptance, "throughput": run_throughput,
+                "report": _run_report}
     if args.bench_command not in commands:
         print(args.bench_help, file=sys.stderr)
         return 2

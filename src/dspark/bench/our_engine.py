@@ -1,0 +1,164 @@
+"""Our engine as the throughput runner sees it: build once, then decode a list of requests at a concurrency.
+
+Two kinds behind one adapter (`OurEngine.generate`):
+- "batch": `dspark.engine.batch.BatchEngine` (static KV caches, CUDA graphs, several sequences per step, continuous
+  batching), built once per concurrency level, its graphs all captured, outside the timed region, with the none /
+  threshold / algorithm1 schedulers;
+- "sequential": the batch-1 `dspark.engine.generate.generate`, request after request (concurrency emulated: the same
+  requests decoded one at a time); it has the none and threshold schedulers, not Algorithm 1.
+"auto" takes the batch engine when it is installed. `StepCosts` measures the verify step-cost table Algorithm 1
+needs, once. Nothing here times a run or compares outputs (that is `throughput.py`).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable, Sequence
+
+import torch
+
+from dspark.bench.errors import BenchError
+from dspark.bench.throughput import Method, Output
+from dspark.config import GenerationConfig
+from dspark.engine.generate import GenerationResult, generate
+from dspark.engine.schedule import StepCostTable
+from dspark.model.draft import DSparkDraft
+from dspark.model.target import Target
+
+ENGINE_KINDS = ("auto", "batch", "sequential")
+
+
+def batch_engine_class() -> Any | None:
+    """`dspark.engine.batch.BatchEngine`, or None while it is not installed."""
+    try:
+        from dspark.engine.batch import BatchEngine
+    except ImportError:
+        return None
+    return BatchEngine
+
+
+def resolve_kind(kind: str) -> str:
+    if kind not in ENGINE_KINDS:
+        raise BenchError(f"--engine must be one of {ENGINE_KINDS}, got {kind!r}")
+    if kind == "batch" and batch_engine_class() is None:
+        raise BenchError("--engine batch needs dspark.engine.batch, which this dspark does not have; use "
+                         "--engine sequential (the batch-1 loop, concurrency emulated)")
+    if kind == "auto":
+        return "batch" if batch_engine_class() is not None else "sequential"
+    return kind
+
+
+def outputs(results: Sequence[GenerationResult], drafting: bool) -> list[Output]:
+    """Engine results as runner outputs: tokens, and (when drafting) τ = accepted + 1 of every verify round, rounds
+    a scheduler cut to no draft included (τ = 1)."""
+    return [Output(tuple(r.tokens), tuple(a + 1 for a in r.stats.accepted_counts) if drafting else ())
+            for r in results]
+
+
+class OurEngine:
+    """One target + (optional) draft, decoding requests with the batched or the batch-1 engine."""
+
+    def __init__(self, target: Target, draft: DSparkDraft | None, max_length: int, kind: str = "auto",
+                 cuda_graphs: bool | None = None):
+        self.target, self.draft, self.max_length = target, draft, max_length
+        self.kind, self.cuda_graphs = resolve_kind(kind), cuda_graphs
+        self._engines: dict[int, Any] = {}
+
+    def unsupported(self, scheduler: str) -> str:
+        """Why this engine cannot run `scheduler` ("" when it can)."""
+        if scheduler != "none" and (self.draft is None or not self.draft.config.enable_confidence_head):
+            return f"the {scheduler} scheduler needs a draft with a confidence head"
+        if scheduler == "algorithm1" and self.kind == "sequential":
+            return "algorithm1 needs the batched engine (dspark.engine.batch); the batch-1 loop has no prefix scheduler"
+        return ""
+
+    def engine(self, max_batch: int) -> Any:
+        """The batched engine for `max_batch` rows, built (and its graphs captured) on first use and kept: the
+        schedulers and the step-cost measurement at one level share it, and no level is captured twice."""
+        if max_batch not in self._engines:
+            engine = batch_engine_class()(self.target, self.draft, max_batch=max_batch, max_length=self.max_length,
+                                          cuda_graphs=self.cuda_graphs)
+            if getattr(engine, "graphs", None) is not None:
+                capture_graphs(engine)
+            self._engines[max_batch] = engine
+        return self._engines[max_batch]
+
+    def release(self) -> None:
+        self._engines.clear()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def generate(self, prompts: list[list[int]], concurrency: int, config: GenerationConfig, scheduler: str = "none",
+                 cost_table: StepCostTable | None = None) -> list[GenerationResult]:
+        """Decode every request; at most `concurrency` in flight (batch kind), one at a time (sequential kind)."""
+        reason = self.unsupported(scheduler)
+        if reason:
+            raise BenchError(reason)
+        if self.kind == "batch":
+            from dspark.engine.batch_schedule import Scheduling
+
+            return self.engine(concurrency).generate(prompts, config, Scheduling(scheduler, cost_table))
+        return [generate(self.target, self.draft, prompt, config) for prompt in prompts]
+
+    def measure_step_costs(self, batches: Sequence[int]) -> StepCostTable:
+        """Verify steps per second by total verify width (rows × (γ+1) widths): the batched engine's own timing at
+        each batch size in `batches`, merged (a larger batch's reading wins a shared width); on the batch-1 loop,
+        the eager target forward at widths 1 … γ+1 after a 512-token context."""
+        gamma = self.draft.config.num_draft_tokens if self.draft is not None else 0
+        if self.kind == "sequential":
+            from dspark.bench.round_profile import verify_latency_ms
+
+            return StepCostTable.from_latency_ms(verify_latency_ms(self.target, range(1, gamma + 2)))
+        engine = self.engine(max(batches))
+        latency: dict[int, float] = {}
+        for batch in sorted(batches):
+            table = engine.measure_step_costs(batch)
+            latency.update({w: 1000.0 / r for w, r in zip(table.widths, table.rates)})
+        return StepCostTable.from_latency_ms(latency)
+
+
+def capture_graphs(engine: Any) -> None:
+    """Capture every CUDA graph a batched engine can replay (each batch bucket's propose step and its verify step at
+    widths 1 … γ+1) before anything is timed: the engine captures lazily, and a capture inside a timed run would be
+    billed to it. Uses the engine's `warm_up()` when it has one, else its step-cost timing (idle rows) and its
+    propose step."""
+    if callable(getattr(engine, "warm_up", None)):
+        engine.warm_up()
+        return
+    for bucket in engine.buckets:
+        engine.measure_step_costs(bucket, repeats=1)
+        if engine.draft is not None:
+            engine._propose(bucket)
+
+
+class StepCosts:
+    """The step-cost table for Algorithm 1, measured once on first use and kept (`table` is None until then).
+    Batched: at batch sizes 1, 2, 4, … up to the largest concurrency level."""
+
+    def __init__(self, engine: OurEngine, max_concurrency: int):
+        self.engine = engine
+        self.batches = sorted({min(2 ** k, max_concurrency) for k in range(max_concurrency.bit_length() + 1)})
+        self.table: StepCostTable | None = None
+
+    def __call__(self) -> StepCostTable:
+        if self.table is None:
+            self.table = self.engine.measure_step_costs(self.batches)
+        return self.table
+
+    def as_dict(self) -> dict[str, float] | None:
+        """{total verify width: verify steps per second}, once measured."""
+        return None if self.table is None else {str(w): r for w, r in zip(self.table.widths, self.table.rates)}
+
+
+def our_method(name: str, engine: OurEngine, config: GenerationConfig, scheduler: str = "none",
+               threshold: float = 0.0, cost_table: Callable[[], StepCostTable] | None = None) -> Method:
+    """A runner `Method` for our engine with one scheduler."""
+    config = replace(config, confidence_threshold=threshold if scheduler == "threshold" else 0.0)
+
+    def run(prompts: list[list[int]], concurrency: int, max_new_tokens: int,
+            seconds_left: float | None) -> list[Output]:
+        table = cost_table() if scheduler == "algorithm1" and cost_table is not None else None
+        return outputs(engine.generate(prompts, concurrency, replace(config, max_new_tokens=max_new_tokens),
+                                       scheduler, table), engine.draft is not None)
+
+    return Method(name, run, scheduler, speculative=engine.draft is not None, whole=engine.kind == "batch",
+                  unavailable=engine.unsupported(scheduler), first=True)

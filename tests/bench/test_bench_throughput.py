@@ -1,0 +1,266 @@
+"""`dspark bench throughput`: the matrix runner (rows, losslessness, n/a peers, budgets), speedup arithmetic and the
+CLI, on tiny CPU models. Fake methods with a fake clock test the budgets, so nothing depends on real timing."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from dspark.bench.our_engine import OurEngine, batch_engine_class, capture_graphs, our_method
+from dspark.bench.results import BenchResult, RunInfo, ThroughputRow, load_result
+from dspark.bench.throughput import Method, Output, ThroughputSettings, run_matrix
+from dspark.bench.throughput_job import ThroughputModels, build_methods
+from dspark.cli import main
+from dspark.config import GenerationConfig
+from dspark.model.target import Target
+
+RUN = RunInfo("0.1.0", "abc", "cpu", "dspark bench throughput", "2026-12-01T00:00:00+00:00")
+PROMPTS = [list(b"abcdefgh"), list(b"0123"), list(b"KLMNOPQRST")]
+
+
+@pytest.fixture(scope="module")
+def models():
+    """The successor pair (a real DSpark draft: τ ≈ 2.5), a random DFlash-mode draft and a 2-layer assistant."""
+    from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
+    from dspark.testbed.successor_pair import EOS_ID, build_pair
+
+    target, draft = build_pair()
+    dflash = random_draft(draft_config_for(target, block_size=4, mode="dflash").replace(mask_token_id=259), seed=3)
+    assistant = tiny_target("llama", vocab_size=260, hidden_size=32, num_layers=2, seed=4)
+    return ThroughputModels(target, None, "cpu", torch.float32, (EOS_ID,), 256, 2048, draft, dflash, None, assistant)
+
+
+@pytest.fixture(scope="module")
+def matrix(models, tmp_path_factory):
+    settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=10, num_prompts=2, warmup_tokens=2)
+    methods, _ = build_methods(models, settings, None, None, "sequential", tmp_path_factory.mktemp("work"), 10)
+    return BenchResult(RUN, "t", "d", throughput=run_matrix(methods, PROMPTS, settings, "code"))
+
+
+def by_key(rows):
+    return {(r.method, r.scheduler, r.concurrency): r for r in rows}
+
+
+def test_the_matrix_has_one_row_per_method_scheduler_and_level(matrix):
+    rows = by_key(matrix.throughput)
+    methods = [("plain", "none"), ("dspark", "none"), ("dspark", "threshold"), ("dspark", "algorithm1"),
+               ("dflash", "none"), ("hf-dynamic", "none"), ("hf-static", "none"), ("prompt-lookup", "none"),
+               ("assisted", "none"), ("dflash-ref", "none")]
+    assert list(rows) == [(m, s, c) for c in (1, 2) for m, s in methods]
+    for method in ("plain", "dspark", "dflash", "hf-dynamic", "hf-static"):
+        for c in (1, 2):
+            row = rows[(method, "none", c)]
+            assert row.status == "ok" and row.requests == 2 and row.new_tokens > 0 and row.seconds > 0
+    assert matrix.speedup(rows[("plain", "none", 1)]) == pytest.approx(1.0)
+    assert rows[("dspark", "none", 1)].mean_tau > 1.1  # the successor draft gets some drafts right
+    assert rows[("plain", "none", 1)].mean_tau is None and rows[("hf-dynamic", "none", 1)].mean_tau is None
+    assert rows[("dspark", "algorithm1", 1)].status == "n/a"  # the batch-1 loop has no prefix scheduler
+    assert "batched engine" in rows[("dspark", "algorithm1", 1)].note
+    assert rows[("dflash-ref", "none", 1)].status == "n/a" and "--dflash-draft" in rows[("dflash-ref", "none", 1)].note
+
+
+def test_our_speculative_rows_are_lossless_and_peers_agree_at_t0_in_fp32(matrix):
+    for row in matrix.throughput:
+        if row.method in ("dspark", "dflash") and row.status == "ok":
+            assert row.lossless is True and row.agreement == 1.0
+        elif row.status == "ok" and row.method != "plain":
+            assert row.lossless is None and row.agreement == 1.0  # peers are not judged, only compared
+
+
+def test_batch1_only_peers_are_na_above_batch_1(matrix):
+    rows = by_key(matrix.throughput)
+    for method in ("prompt-lookup", "assisted"):
+        assert rows[(method, "none", 1)].status == "ok"
+        assert (rows[(method, "none", 2)].status, rows[(method, "none", 2)].note) == ("n/a", "batch 1 only")
+        assert matrix.speedup(rows[(method, "none", 2)]) is None
+
+
+def test_the_result_json_carries_every_row_with_speedups(matrix, tmp_path):
+    raw = matrix.to_dict()
+    row = next(r for r in raw["throughput"] if (r["method"], r["scheduler"], r["concurrency"]) == ("dspark", "none", 1))
+    assert {"requests", "new_tokens", "seconds", "tokens_per_second", "speedup", "speedup_per_tau", "mean_tau",
+            "lossless", "agreement", "status", "note"} <= set(row)
+    assert row["speedup_per_tau"] == pytest.approx(row["speedup"] / row["mean_tau"])
+    from dspark.bench.results import save_result
+
+    assert load_result(save_result(matrix, tmp_path / "r.json")) == matrix
+
+
+def test_a_wrong_engine_is_caught_as_not_lossless(models):
+    engine = OurEngine(Target(models.model, models.draft.config.target_layer_ids), models.draft, 64, "sequential")
+    honest = our_method("dspark", engine, GenerationConfig(eos_token_ids=models.eos_token_ids))
+
+    def wrong(prompts, concurrency, max_new_tokens, seconds_left):  # drops the last token of every request
+        return [Output(o.tokens[:-1], o.taus) for o in honest.run(prompts, concurrency, max_new_tokens, seconds_left)]
+
+    plain = OurEngine(Target(models.model, models.draft.config.target_layer_ids), None, 64, "sequential")
+    methods = [our_method("plain", plain, GenerationConfig(eos_token_ids=models.eos_token_ids)), honest,
+               Method("dspark", wrong, "broken", speculative=True)]
+    rows = by_key(run_matrix(methods, PROMPTS, ThroughputSettings((1,), 6, num_prompts=2, warmup_tokens=0), "code"))
+    assert rows[("dspark", "none", 1)].lossless is True
+    assert rows[("dspark", "broken", 1)].lossless is False and rows[("dspark", "broken", 1)].agreement == 0.0
+    assert rows[("dspark", "broken", 1)].note == "2 of 2 requests differ from plain (earliest at new token 5)"
+
+
+def test_the_batched_engine_runs_every_scheduler_losslessly_and_measures_step_costs(models, tmp_path):
+    if batch_engine_class() is None:
+        pytest.skip("dspark.engine.batch is not in this checkout")
+    settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=10, num_prompts=2, warmup_tokens=2)
+    methods, costs = build_methods(models, settings, ("plain", "dspark"), None, "batch", tmp_path, 10)
+    rows = run_matrix(methods, PROMPTS, settings, "code")
+    assert [(r.method, r.scheduler, r.status, r.requests) for r in rows] == [
+        (m, s, "ok", 2) for _ in (1, 2) for m, s in (("plain", "none"), ("dspark", "none"), ("dspark", "threshold"),
+                                                     ("dspark", "algorithm1"))]
+    assert all(r.lossless for r in rows if r.method == "dspark")
+    gamma = models.draft.config.num_draft_tokens
+    assert max(costs.table.widths) == 2 * (gamma + 1)  # batches 1 and 2, widths 1 … γ+1
+    assert all(rate > 0 for rate in costs.table.rates)
+
+
+def test_graph_capture_covers_every_bucket_and_width_before_timing():
+    calls = []
+
+    class Engine:  # what capture_graphs needs of a BatchEngine without warm_up()
+        buckets, draft = (1, 2, 4), object()
+
+        def measure_step_costs(self, batch, repeats):
+            calls.append(("verify", batch, repeats))
+
+        def _propose(self, batch):
+            calls.append(("propose", batch))
+
+    capture_graphs(Engine())
+    assert calls == [x for b in (1, 2, 4) for x in (("verify", b, 1), ("propose", b))]
+
+
+def test_speedup_and_speedup_per_tau_arithmetic():
+    plain = ThroughputRow("code", "plain", 1, 0.0, new_tokens=1000, seconds=10.0)  # 100 tok/s
+    fast = ThroughputRow("code", "dspark", 1, 0.0, new_tokens=700, seconds=2.0, mean_tau=5.0)  # 350 tok/s
+    cut = ThroughputRow("code", "dflash", 1, 0.0, new_tokens=500, seconds=1.0, mean_tau=4.0, status="timeout")
+    peer = ThroughputRow("code", "hf-static", 1, 0.0, new_tokens=372, seconds=1.0)
+    result = BenchResult(RUN, "t", "d", throughput=(plain, fast, cut, peer))
+    assert result.speedup(fast) == pytest.approx(3.5) and result.speedup_per_tau(fast) == pytest.approx(0.7)
+    assert result.speedup(peer) == pytest.approx(3.72) and result.speedup_per_tau(peer) is None  # no τ
+    assert result.speedup(cut) is None and result.speedup_per_tau(cut) is None  # not a full measurement
+    lost_base = BenchResult(RUN, "t", "d", throughput=(ThroughputRow("code", "plain", 1, 0.0, 10, 1.0,
+                                                                     status="timeout"), fast))
+    assert lost_base.speedup(fast) is None
+
+
+def test_requests_per_level_fill_every_wave():
+    settings = ThroughputSettings(concurrency=(1, 4, 16, 64), num_prompts=10, waves=2)
+    assert [settings.requests(c) for c in settings.concurrency] == [10, 12, 32, 128]
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def slow_method(clock: FakeClock, name: str, seconds_per_call: float, **kwargs) -> Method:
+    def run(prompts, concurrency, max_new_tokens, seconds_left):
+        clock.now += seconds_per_call
+        return [Output(tuple(range(max_new_tokens))) for _ in prompts]
+    return Method(name, run, **kwargs)
+
+
+def test_a_method_over_its_budget_is_cut_and_its_later_levels_skipped():
+    clock = FakeClock()
+    settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=4, num_prompts=4, warmup_tokens=1,
+                                  method_budget_s=35.0)
+    methods = [slow_method(clock, "plain", 1.0), slow_method(clock, "hf-dynamic", 10.0)]
+    rows = by_key(run_matrix(methods, PROMPTS, settings, "code", clock=clock))
+    assert (rows[("plain", "none", 1)].status, rows[("plain", "none", 1)].seconds) == ("ok", 4.0)
+    slow = rows[("hf-dynamic", "none", 1)]  # warm-up 10 s, then two waves of 10 s; the third would pass 35 s
+    assert (slow.status, slow.requests, slow.new_tokens, slow.seconds) == ("timeout", 2, 8, 20.0)
+    assert "after 2 of 4 requests" in slow.note
+    assert rows[("hf-dynamic", "none", 2)].status == "timeout" and rows[("hf-dynamic", "none", 2)].requests == 0
+    assert rows[("plain", "none", 2)].status == "ok"
+
+
+def test_the_run_deadline_skips_what_is_left_and_errors_become_rows():
+    clock = FakeClock()
+    settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=4, num_prompts=1, warmup_tokens=0,
+                                  deadline_s=5.0)
+    methods = [slow_method(clock, "plain", 4.0), slow_method(clock, "hf-dynamic", 2.0)]
+    rows = by_key(run_matrix(methods, PROMPTS, settings, "code", clock=clock))
+    assert rows[("plain", "none", 1)].status == "ok"
+    assert (rows[("hf-dynamic", "none", 1)].status, rows[("hf-dynamic", "none", 1)].requests) == ("timeout", 0)
+    assert rows[("plain", "none", 2)].status == "skipped" and "deadline" in rows[("plain", "none", 2)].note
+
+    clock = FakeClock()  # the deadline is a wall-clock time: 10 s warm-up + 10 s wave fit 25 s, a second wave not
+    rows = run_matrix([slow_method(clock, "plain", 10.0)], PROMPTS,
+                      ThroughputSettings((1,), 4, num_prompts=2, warmup_tokens=1, deadline_s=25.0), "code", clock=clock)
+    assert (rows[0].status, rows[0].requests, rows[0].seconds) == ("timeout", 1, 10.0)
+
+    def broken(*_):
+        raise RuntimeError("CUDA graph capture failed")
+
+    rows = by_key(run_matrix([Method("dspark", broken, speculative=True)], PROMPTS,
+                             ThroughputSettings((1,), 4, num_prompts=1, warmup_tokens=0), "code", clock=FakeClock()))
+    assert rows[("dspark", "none", 1)].status == "error"
+    assert rows[("dspark", "none", 1)].note == "RuntimeError: CUDA graph capture failed"
+
+
+def test_our_engine_runs_at_every_level_before_the_peers_and_rows_come_back_level_by_level():
+    order = []
+
+    def method(name: str, first: bool) -> Method:
+        def run(prompts, concurrency, max_new_tokens, seconds_left):
+            order.append((name, concurrency))
+            return [Output((1, 2)) for _ in prompts]
+        return Method(name, run, first=first)
+
+    settings = ThroughputSettings((1, 2), 2, num_prompts=2, warmup_tokens=0)
+    rows = run_matrix([method("hf-dynamic", False), method("plain", True)], PROMPTS, settings, "code")
+    assert order == [("plain", 1), ("plain", 1), ("plain", 2), ("hf-dynamic", 1), ("hf-dynamic", 1),
+                     ("hf-dynamic", 2)]  # waves of C requests
+    assert [(r.method, r.concurrency, r.agreement) for r in rows] == [
+        ("plain", 1, None), ("hf-dynamic", 1, 1.0), ("plain", 2, None), ("hf-dynamic", 2, 1.0)]
+
+
+def test_cli_prints_a_table_ends_with_one_json_line_and_reports_plot_it(model_dirs, tmp_path, capsys):
+    target, draft = model_dirs
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": t}) + "\n" for t in ("Count: 1 2 3", "Say hi.")))
+    out = tmp_path / "res" / "throughput.json"
+    argv = ["bench", "throughput", "--target", str(target), "--draft", str(draft), "--prompts", str(prompts),
+            "--num-prompts", "2", "--max-new-tokens", "4", "--concurrency", "1,2", "--methods",
+            "plain,dspark,hf-dynamic,prompt-lookup", "--schedulers", "none,threshold", "--engine", "sequential",
+            "--warmup-tokens", "1", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "tok/s" in printed and "speedup/τ" in printed
+    last = json.loads(printed.strip().splitlines()[-1])
+    assert last["results"] == str(out) and last["device"].startswith("cpu")
+    assert [(r["method"], r["scheduler"], r["concurrency"], r["status"]) for r in last["rows"]] == [
+        (m, s, c, "n/a" if (m, c) == ("prompt-lookup", 2) else "ok") for c in (1, 2)
+        for m, s in (("plain", "none"), ("dspark", "none"), ("dspark", "threshold"), ("hf-dynamic", "none"),
+                     ("prompt-lookup", "none"))]
+    assert all(r["lossless"] for r in last["rows"] if r["method"] == "dspark")
+    result = load_result(out)
+    assert result.run.command.startswith("dspark bench throughput --target ")
+    assert "--concurrency 1,2" in result.run.command and result.settings["engine"] == "sequential"
+    assert result.suites[0].name == "p" and result.suites[0].prompts == 2
+
+    assert main(["bench", "report", str(out), "--out", str(tmp_path / "rep")]) == 0
+    names = sorted(p.name for p in (tmp_path / "rep").iterdir())
+    assert "throughput_vs_concurrency.png" in names and "report.md" in names
+    assert "## Speedup by concurrency" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_cli_asks_for_the_models_a_named_method_needs(model_dirs, tmp_path, capsys):
+    target, _ = model_dirs
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"prompt": "hi"}) + "\n")
+    assert main(["bench", "throughput", "--target", str(target), "--methods", "plain,assisted", "--prompts",
+                 str(prompts), "--no-progress"]) == 2
+    assert "method 'assisted' needs --assistant DIR" in capsys.readouterr().err
+    assert main(["bench", "throughput", "--methods", "plain"]) == 2
+    assert "--target PATH" in capsys.readouterr().err
+    assert main(["bench", "throughput", "--smollm2", "--methods", "plain,fast"]) == 2
+    assert "unknown method 'fast'" in capsys.readouterr().err
