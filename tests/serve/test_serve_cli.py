@@ -16,12 +16,12 @@ from test_serve_support import client, running_server, single_thread  # noqa: F4
 
 from dspark.cli import main
 from dspark.formats.native import save_draft
-from dspark.serve.default_model import DEFAULT_MODEL_NAME
+from dspark.serve.default_model import choose_default
 from dspark.serve.model_source import load_served_model
 from dspark.serve.prompts import render_plain_chat
 from dspark.serve.schemas import ChatMessage
-from dspark.testbed.successor_pair import build_pair, build_tokenizer
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
+from dspark.testbed.successor_pair import build_pair, build_tokenizer
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -53,7 +53,7 @@ def test_dry_run_describes_the_embedded_default(capsys):
     default = load_served_model()
     assert code == 0
     assert json.loads(out) == {
-        "model": DEFAULT_MODEL_NAME, "url": "http://127.0.0.1:8000", "context_length": default.context_length,
+        "model": choose_default().name, "url": "http://127.0.0.1:8000", "context_length": default.context_length,
         "draft": {"mode": default.draft.config.mode, "block_size": default.draft.config.block_size,
                   "num_speculative_tokens": default.num_spec_tokens,
                   "target_layer_ids": list(default.draft.config.target_layer_ids)},
@@ -100,6 +100,7 @@ def test_chat_without_a_chat_template_uses_the_plain_fallback(folders):
 
 
 def test_dspark_serve_process_prints_its_url_serves_with_the_key_and_stops_on_sigint():
+    default_name = choose_default().name
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     process = subprocess.Popen(
         [sys.executable, "-m", "dspark.cli", "serve", "--port", "0", "--api-key", "k3y", "--log-level", "warning",
@@ -107,12 +108,12 @@ def test_dspark_serve_process_prints_its_url_serves_with_the_key_and_stops_on_si
     try:
         line = process.stdout.readline()
         url = re.search(r"on (http://127\.0\.0\.1:\d+) ", line).group(1)
-        assert DEFAULT_MODEL_NAME in line and "drafts per round" in line
+        assert default_name in line and "drafts per round" in line
         httpx.get(f"{url}/health", timeout=30)  # ready once the socket answers
         assert httpx.get(f"{url}/v1/models").status_code == 401
-        answer = client(url, api_key="k3y").completions.create(model=DEFAULT_MODEL_NAME, prompt="Hello",
+        answer = client(url, api_key="k3y").completions.create(model=default_name, prompt="Hello",
                                                               max_tokens=3, temperature=0)
-        assert answer.usage.completion_tokens == 3 and answer.model == DEFAULT_MODEL_NAME
+        assert answer.usage.completion_tokens == 3 and answer.model == default_name
     finally:
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)

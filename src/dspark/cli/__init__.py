@@ -12,7 +12,7 @@ import sys
 # name -> (module under dspark.cli, one-line help). Modules are imported only when their command runs.
 COMMANDS: dict[str, tuple[str, str]] = {
     "info": ("info", "print a draft preset's architecture, parameter count and weight bytes"),
-    "demo": ("demo", "run lossless speculative generation on the embedded default and print τ"),
+    "demo": ("demo", "SmolLM2-135M-Instruct + its DSpark draft on the CPU: τ, speedup and the lossless check per suite"),
     "plan": ("plan", "plan VRAM, cluster layout and cost (pure arithmetic)"),
     "launch": ("launch", "print a launch command for SGLang / vLLM / TensorRT-LLM"),
     "doctor": ("doctor", "find silent misconfigurations in an engine launch command or live server"),

@@ -79,6 +79,9 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--threads must be >= 1")
         if str(args.device).startswith("cpu"):
             torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // settings.max_concurrency))
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # loading bars would garble stderr, which carries our one-line errors
         served = load_served_model(args.target, args.draft, args.served_model_name, args.device, args.dtype)
         app = create_app(served, settings)
         summary = _describe(served, settings)

@@ -1,6 +1,6 @@
 """`dspark serve`: an OpenAI-compatible HTTP server with Prometheus metrics, an adapter over `dspark.engine`.
 
-Modules: `default_model` (what runs with no model arguments; today the testbed target + draft),
+Modules: `default_model` (what runs with no model arguments: SmolLM2 + its shipped draft, else the testbed pair),
 `model_source` (what is served), `settings`, `schemas` (API models), `request_plan` (request → engine request,
 limits), `prompts`, `detokenize`, `stop_strings`, `spec_stats` (per-request acceptance), `metrics` (Prometheus),
 `scheduler` (queue + engine workers), `generation_job` (one request on a worker), `responses` (JSON / SSE), `auth`,

@@ -103,12 +103,12 @@ def load_served_model(target_path: str | None = None, draft_path: str | None = N
     if target_path is None:
         if draft_path is not None:
             raise ServeSetupError("--draft needs --target: a draft is built for one target model")
-        from dspark.serve.default_model import DEFAULT_MODEL_NAME, load_default
+        from dspark.serve.default_model import load_default
 
-        hf_model, tokenizer, draft = load_default()
+        default_name, hf_model, tokenizer, draft = load_default()
         hf_model.to(device=device, dtype=DTYPES[dtype])
         draft.to(device=device, dtype=DTYPES[dtype])
-        return served_model(hf_model, tokenizer, draft, name or DEFAULT_MODEL_NAME)
+        return served_model(hf_model, tokenizer, draft, name or default_name)
     folder = Path(target_path)
     if not (folder / "config.json").is_file():
         raise ServeSetupError(f"--target {target_path}: not a Hugging Face model folder (no config.json)")

