@@ -88,10 +88,11 @@ def _new_draft(model, mode: str) -> DSparkDraft:
     return draft
 
 
-def stage_train(work: Path, out: Path, seconds: float, batch: int, anchors: int, steps: int = 0) -> dict:
+def stage_train(work: Path, out: Path, seconds: float, batch: int, anchors: int, steps: int = 0,
+                lr: float = 6e-4) -> dict:
     model, _ = load_target(work, torch.bfloat16)
     examples = read_examples(work / "regen.jsonl", max_length=1024)
-    base = dict(lr=6e-4, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10)
+    base = dict(lr=lr, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10)
     results = {}
     probe = _new_draft(model, "dspark")
     source = OnlineHiddenStates(Target(model, probe.config.target_layer_ids), examples)
@@ -265,6 +266,9 @@ def main() -> None:
     parser.add_argument("--regen-max-new", type=int, default=256)
     parser.add_argument("--train-seconds", type=float, default=200)
     parser.add_argument("--steps", type=int, default=0, help="steps per draft (0: fit --train-seconds)")
+    parser.add_argument("--lr", type=float, default=6e-4,
+                        help="peak learning rate (the shipped draft: 6e-4; benchmarks/results/testbed_lr_sweep/ "
+                             "suggests 2e-3-3e-3 for short runs)")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--assistant-seconds", type=float, default=60)
     parser.add_argument("--anchors", type=int, default=256)
@@ -283,7 +287,7 @@ def main() -> None:
             summary.update(stage_regen(args.work, args.prompts, args.regen_batch, args.regen_max_new))
         elif stage == "train":
             summary["train"] = stage_train(args.work, args.out, args.train_seconds, args.batch, args.anchors,
-                                           args.steps)
+                                           args.steps, args.lr)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "eval":
