@@ -65,6 +65,7 @@ def test_dry_run_describes_the_embedded_default(capsys):
     (["--target", "/no/such/model"], "not a Hugging Face model folder"),
     (["--port", "70000"], "not a TCP port"),
     (["--max-concurrency", "0"], "--max-concurrency must be >= 1"),
+    (["--max-model-len", "1"], "--max-model-len must be >= 2"),
     (["--block-size", "99"], "exceeds the"),
     (["--api-key", " "], "--api-key is empty"),
     (["--threads", "0"], "--threads must be >= 1"),

@@ -6,7 +6,7 @@ decides how many drafts each of the n active rows verifies; `verify(b, t)` runs 
 d_{t−2}] at width t, accepts (greedy or rejection sampling), extends the draft's context with the verified
 features and advances start / budget / anchor, writing [accepted, L, committed tokens …] into `packed` for the
 host to read in one sync. Steps take only ints, so CUDA graphs can capture them (see graphs.py). Host-side
-bookkeeping (EOS, admission, results) lives in batch.py.
+bookkeeping (EOS, admission, results) lives in batch_session.py.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class BatchRound:
         self.generator: torch.Generator | None = None
 
     def begin(self, config: GenerationConfig, gamma: int, generator: torch.Generator) -> None:
-        """Settings of one generate call: sampling config, drafts per round (≤ the draft's), the RNG."""
+        """Settings of one session (or generate call): sampling config, drafts per round (≤ the draft's), the RNG."""
         self.config, self.gamma, self.generator = config, gamma, generator
         if not config.greedy and self.gamma_max and self.probs is None:
             vocab = self.target.target.vocab_size
@@ -59,9 +59,10 @@ class BatchRound:
         return sample(processed_probs(logits, self.config), self.generator)
 
     @torch.inference_mode()
-    def admit(self, slots: list[int], prompts: list[list[int]], budget: int) -> list[int]:
+    def admit(self, slots: list[int], prompts: list[list[int]], budgets: list[int]) -> list[int]:
         """Prefill prompts into rows `slots` in one right-padded pass (a padded position only writes cache entries
-        past its row's prompt, which stay masked until overwritten); returns each row's first new token."""
+        past its row's prompt, which stay masked until overwritten), each row with its own token budget (new tokens,
+        the first included); returns each row's first new token."""
         device, k = self.target.device, len(slots)
         lengths = torch.tensor([len(p) for p in prompts], device=device)  # [k]
         width = max(len(p) for p in prompts)
@@ -73,7 +74,7 @@ class BatchRound:
         token = self.pick(logits[:, 0])  # [k]
         self.anchor[rows] = token
         self.start[rows] = lengths
-        self.budget[rows] = budget - 1
+        self.budget[rows] = torch.tensor(budgets, device=device) - 1  # [k]
         self.active[rows] = True
         return token.tolist()
 

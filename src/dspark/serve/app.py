@@ -1,10 +1,11 @@
-"""The FastAPI application: OpenAI-compatible routes over the engine worker pool, plus /health and /metrics.
+"""The FastAPI application: OpenAI-compatible routes over the engine scheduler, plus /health and /metrics.
 
 Routes: POST /v1/completions, POST /v1/chat/completions (both with SSE streaming), GET /v1/models, GET /health
 (always open), GET /metrics (Prometheus text). A request is read and validated here (bad input → 4xx with an
-OpenAI error body), planned (`request_plan`), queued to the `WorkerPool` and answered from the job's events
-(`responses`). A client that disconnects cancels its job, which frees the worker. The pool starts and stops with
-the app's lifespan. No generation logic here.
+OpenAI error body), planned (`request_plan`), queued to the scheduler (`BatchScheduler` for targets the batched
+engine runs, else the batch-1 `WorkerPool`) and answered from the job's events (`responses`). A client that
+disconnects cancels its job, which frees its row or worker. The scheduler starts and stops with the app's
+lifespan. No generation logic here.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
 from dspark.serve.auth import BearerAuth
+from dspark.serve.batch_scheduler import BatchScheduler, batching_supported
 from dspark.serve.errors import APIError, install_error_handlers, validation_error
 from dspark.serve.generation_job import EventChannel, GenerationJob
 from dspark.serve.metrics import CONTENT_TYPE, ServerMetrics
@@ -37,6 +39,14 @@ def spec_tokens_per_round(served: ServedModel, settings: ServeSettings) -> int:
         raise ServeSetupError(f"--block-size {settings.block_size} exceeds the {served.num_spec_tokens} drafts the "
                               f"draft proposes per block")
     return min(settings.block_size, served.num_spec_tokens)
+
+
+def start_scheduler(served: ServedModel, settings: ServeSettings,
+                    metrics: ServerMetrics) -> BatchScheduler | WorkerPool:
+    """The batched engine's scheduler when it runs the served target (Llama / Qwen3), else batch-1 workers."""
+    if batching_supported(served):
+        return BatchScheduler(served, settings.max_concurrency, settings.max_queue, metrics.set_queue)
+    return WorkerPool(served.new_target, settings.max_concurrency, settings.max_queue, metrics.set_queue)
 
 
 def _reject_constant(name: str) -> Any:
@@ -75,13 +85,13 @@ async def _cancel_on_disconnect(request: Request, job: GenerationJob) -> None:
 
 
 def create_app(served: ServedModel, settings: ServeSettings = ServeSettings()) -> FastAPI:
+    served = served.limited(settings.max_model_len)
     spec_tokens = spec_tokens_per_round(served, settings)
     metrics = ServerMetrics(served.name, spec_tokens)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.pool = WorkerPool(served.new_target, settings.max_concurrency, settings.max_queue,
-                                    metrics.set_queue)
+        app.state.pool = start_scheduler(served, settings, metrics)
         try:
             yield
         finally:

@@ -1,8 +1,10 @@
 """One request's generation on an engine worker, reported to the HTTP side as a stream of events.
 
-The job runs `dspark.engine.generate_stream` with the worker's own Target, turns tokens into text
-(`detokenize`), applies stop strings (`stop_strings`), updates the Prometheus metrics live (tokens, every verify
-round's drafts / accepted, TTFT, inter-token latency) and tallies the per-request speculative stats. Events cross
+A `TokenSink` turns the request's committed tokens into text (`detokenize`), applies stop strings
+(`stop_strings`), updates the Prometheus metrics live (tokens, every verify round's drafts / accepted, TTFT,
+inter-token latency) and tallies the per-request speculative stats. Either the job runs the batch-1
+`dspark.engine.generate_stream` on a worker's own Target and feeds its sink (`run`), or the batched scheduler feeds
+the sink from its shared decode loop (`batch_scheduler`). Events cross
 from the worker thread to the event loop through an `EventChannel`: text pieces (`str`), then one `Finished` or
 `Failed`. A cancelled job (the client went away) stops between tokens with finish reason "abort".
 No HTTP and no queueing here (see `app` and `scheduler`); no speculative algorithm either (see `dspark.engine`).
@@ -62,6 +64,67 @@ class EventChannel:
         return await self._queue.get()
 
 
+class TokenSink:
+    """One request's new tokens in, events out: text (detokenized, stop strings applied), live metrics (tokens,
+    TTFT, one inter-token latency and one spec-decode observation per verify round) and the per-request spec tally.
+    Fed token batches by either scheduler; `recorder` is the engine's live acceptance record of this request."""
+
+    def __init__(self, job: GenerationJob, recorder: StatsRecorder):
+        self.job, self.recorder = job, recorder
+        self.tally = SpecTally(job.num_spec_tokens)
+        self.detokenizer = IncrementalDetokenizer(job.served.tokenizer)
+        self.stops = StopStringMatcher(job.request.stop)
+        self.eos = set(job.request.generation.eos_token_ids)
+        self.count, self.rounds, self.last, self.reason = 0, 0, None, "length"
+        job.metrics.prompt_tokens.inc(len(job.request.prompt_ids))
+
+    def push(self, tokens: list[int]) -> bool:
+        """Feed newly committed tokens; False once generation must stop (an EOS or a stop string; tokens after it
+        are ignored)."""
+        metrics, recorder = self.job.metrics, self.recorder
+        for token in tokens:
+            if self.reason == "stop":
+                return False
+            now = time.perf_counter()
+            self.count += 1
+            metrics.generation_tokens.inc()
+            if self.last is None:
+                metrics.ttft.observe(now - self.job.arrival)
+                self.last = now
+            while self.rounds < len(recorder.accepted):  # the verify round that produced this token
+                self.tally.add_round(recorder.proposed[self.rounds], recorder.accepted[self.rounds])
+                metrics.observe_round(recorder.proposed[self.rounds], recorder.accepted[self.rounds])
+                metrics.itl.observe(now - self.last)
+                self.last, self.rounds = now, self.rounds + 1
+            if token in self.eos:
+                self.reason = "stop"
+                return False
+            piece = self.stops.push(self.detokenizer.push(token))
+            if piece:
+                self.job.channel.put(piece)
+            if self.stops.matched is not None:
+                self.reason = "stop"
+                return False
+        return True
+
+    def finish(self, aborted: bool = False) -> None:
+        """Flush held-back text (unless aborted) and report the finish: metrics and the `Finished` event."""
+        job = self.job
+        reason = "abort" if aborted else self.reason
+        if self.stops.matched is None and reason != "abort":
+            tail = self.stops.push(self.detokenizer.flush())
+            tail += self.stops.flush()
+            if tail:
+                job.channel.put(tail)
+            if self.stops.matched is not None:
+                reason = "stop"
+        job.metrics.finished(reason)
+        spec = None
+        if job.num_spec_tokens and job.spec_level != "none":
+            spec = self.tally.to_dict(detailed=job.spec_level == "detailed")
+        job.channel.put(Finished(reason, len(job.request.prompt_ids), self.count, spec))
+
+
 class GenerationJob:
     def __init__(self, request: EngineRequest, served: ServedModel, metrics: ServerMetrics,
                  channel: EventChannel, num_spec_tokens: int, spec_level: str = "summary"):
@@ -81,59 +144,31 @@ class GenerationJob:
         self.metrics.finished("abort")
         self.channel.put(Finished("abort", len(self.request.prompt_ids), 0, None))
 
+    def fail(self, exc: Exception) -> None:
+        """The engine refused or failed this request: tell the client."""
+        self.metrics.finished("abort")
+        self.channel.put(Failed(f"generation failed: {exc}"))
+
     def run(self, target: Target) -> None:
+        """Generate with the batch-1 engine on a worker's own Target."""
         try:
             self._generate(target)
         except Exception as exc:  # the engine refused or failed: tell the client, keep the worker alive
             log.exception("generation failed")
-            self.metrics.finished("abort")
-            self.channel.put(Failed(f"generation failed: {exc}"))
+            self.fail(exc)
 
     def _generate(self, target: Target) -> None:
-        request, metrics = self.request, self.metrics
-        metrics.prompt_tokens.inc(len(request.prompt_ids))
-        recorder, tally = StatsRecorder(), SpecTally(self.num_spec_tokens)
-        detokenizer = IncrementalDetokenizer(self.served.tokenizer)
-        stops = StopStringMatcher(request.stop)
-        eos = set(request.generation.eos_token_ids)
-        count, rounds, last, reason = 0, 0, None, "length"
-        stream = generate_stream(target, self.served.draft, request.prompt_ids, request.generation, recorder)
+        recorder = StatsRecorder()
+        sink = TokenSink(self, recorder)
+        aborted = False
+        stream = generate_stream(target, self.served.draft, self.request.prompt_ids, self.request.generation, recorder)
         try:
             for token in stream:
-                now = time.perf_counter()
-                count += 1
-                metrics.generation_tokens.inc()
-                if last is None:
-                    metrics.ttft.observe(now - self.arrival)
-                    last = now
-                while rounds < len(recorder.accepted):  # the verify round that produced this token
-                    tally.add_round(recorder.proposed[rounds], recorder.accepted[rounds])
-                    metrics.observe_round(recorder.proposed[rounds], recorder.accepted[rounds])
-                    metrics.itl.observe(now - last)
-                    last, rounds = now, rounds + 1
-                if token in eos:
-                    reason = "stop"
-                    break
-                piece = stops.push(detokenizer.push(token))
-                if piece:
-                    self.channel.put(piece)
-                if stops.matched is not None:
-                    reason = "stop"
+                if not sink.push([token]):
                     break
                 if self.cancelled():
-                    reason = "abort"
+                    aborted = True
                     break
         finally:
             stream.close()
-        if stops.matched is None and reason != "abort":
-            tail = stops.push(detokenizer.flush())
-            tail += stops.flush()
-            if tail:
-                self.channel.put(tail)
-            if stops.matched is not None:
-                reason = "stop"
-        metrics.finished(reason)
-        spec = None
-        if self.num_spec_tokens and self.spec_level != "none":
-            spec = tally.to_dict(detailed=self.spec_level == "detailed")
-        self.channel.put(Finished(reason, len(request.prompt_ids), count, spec))
+        sink.finish(aborted)

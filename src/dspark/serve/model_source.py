@@ -8,7 +8,7 @@ once, with the checker's message, instead of on the first request. Nothing here 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,12 @@ class ServedModel:
     def num_spec_tokens(self) -> int:
         """Drafts verified per round at most (vLLM's `num_speculative_tokens`); 0 without a draft."""
         return 0 if self.draft is None else self.draft.config.num_draft_tokens
+
+    def limited(self, max_model_len: int | None) -> "ServedModel":
+        """This model with requests held to `max_model_len` tokens (None, or more than its context: unchanged)."""
+        if max_model_len is None or max_model_len >= self.context_length:
+            return self
+        return replace(self, context_length=max_model_len)
 
     def new_target(self) -> Target:
         """A Target over the shared HF model with its own KV cache (one per concurrent sequence)."""

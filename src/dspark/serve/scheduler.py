@@ -1,9 +1,9 @@
-"""Scheduling: one FIFO queue of requests and a pool of engine worker threads that take them in turn.
+"""Scheduling with batch-1 engines: one FIFO queue of requests and a pool of worker threads that take them in turn.
 
-The engine is batch-1 today, so each worker owns one `Target` (its own KV cache over the shared HF model) and
-generates one sequence at a time; N workers give N concurrent sequences (`--max-concurrency`). This module is the
-only place that decides what runs when: batched decoding replaces it without touching the HTTP side, which only
-calls `submit` and reads the waiting / running counts. A job cancelled while queued is skipped, never run; a
+Used for targets the batched engine cannot run (see `batch_scheduler`, which serves Llama / Qwen3 targets). Each
+worker owns one `Target` (its own KV cache over the shared HF model) and generates one sequence at a time; N workers
+give N concurrent sequences (`--max-concurrency`). The HTTP side only calls `submit` and reads the waiting / running
+counts, the same for both schedulers. A job cancelled while queued is skipped, never run; a
 running job sees its cancel flag between tokens and stops, which frees its worker.
 """
 from __future__ import annotations

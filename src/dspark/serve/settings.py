@@ -16,8 +16,9 @@ class ServeSettings:
     host: str = "127.0.0.1"
     port: int = 8000
     api_key: str | None = None  # Bearer token required on every route but /health
-    max_concurrency: int = 4  # engine workers: sequences generated at the same time
+    max_concurrency: int = 4  # sequences generated at the same time (batch rows, or batch-1 engine workers)
     max_queue: int = 1024  # requests waiting for a worker before new ones get 429
+    max_model_len: int | None = None  # prompt + completion tokens per request (None: the model's own context)
     block_size: int | None = None  # drafts verified per round at most (None: the draft's own; 0: no drafting)
     confidence_threshold: float = 0.0  # cut a block at the first slot whose confidence is below this
     spec_metrics: str = "summary"  # per-request `metrics.speculative_decoding`: none | summary | detailed
@@ -33,6 +34,8 @@ class ServeSettings:
             raise ServeSetupError("--max-concurrency must be >= 1")
         if self.max_queue < 1:
             raise ServeSetupError("--max-queue must be >= 1")
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ServeSetupError("--max-model-len must be >= 2 (prompt + completion tokens per request)")
         if self.block_size is not None and self.block_size < 0:
             raise ServeSetupError("--block-size must be >= 0 (0 turns drafting off)")
         if not 0 <= self.confidence_threshold <= 1:

@@ -1,0 +1,223 @@
+"""A stepping session over a `BatchEngine`: requests come and go while the batch decodes (continuous batching).
+
+`session = engine.open(config)` fixes the sampling settings (temperature, top_p, top_k, seed, block_size,
+confidence threshold) for every request of the session; `add(request_id, prompt_ids, max_new_tokens)` queues a
+request (its own token budget and, optionally, its own EOS ids); `step()` first admits queued requests into free rows
+(prefilled together; a request that ends at its first token frees its row for the next), then runs one round over
+all live rows and returns each request's new tokens; `cancel(request_id)` frees a row before the next round;
+`release(request_id)` hands back a finished request's result and forgets it. Host bookkeeping only: the round
+itself is `BatchRound`'s, driven through the engine's (graphed or eager) steps. Live rows stay 0 … n−1: a finished
+row's slot is filled by the last live row. One session per engine at a time: opening one ends the previous.
+`BatchEngine.generate` is a loop over a session. Lossless per request, as the engine is.
+"""
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+
+from dspark.config import GenerationConfig
+from dspark.engine.batch_schedule import Scheduling
+from dspark.engine.generate import GenerationResult
+from dspark.engine.stats import StatsRecorder
+
+if TYPE_CHECKING:
+    from dspark.engine.batch import BatchEngine
+
+
+class Update(NamedTuple):
+    """What one step did for one request: its new tokens (admission's first token and/or the round's commits)."""
+
+    request_id: Hashable
+    tokens: list[int]
+    finished: bool  # EOS or the token budget: the request left its row (cancelled requests are not reported)
+
+
+class _Request:
+    def __init__(self, request_id: Hashable, prompt: list[int], max_new_tokens: int, eos: set[int]):
+        self.request_id, self.prompt, self.max_new_tokens, self.eos = request_id, prompt, max_new_tokens, eos
+        self.tokens: list[int] = []
+        self.recorder = StatsRecorder(prompt_tokens=len(prompt))
+        self.began = time.perf_counter()
+        self.seconds = 0.0
+        self.finished = False
+
+    def emit(self, tokens: list[int]) -> None:
+        self.tokens.extend(tokens)
+        self.recorder.new_tokens += len(tokens)
+
+    def finish(self) -> None:
+        self.finished = True
+        self.seconds = time.perf_counter() - self.began
+
+    def commit(self, packed: list[int]) -> list[int]:
+        """Apply this row's round [accepted, L, committed …]; returns the tokens kept. An accepted EOS ends the
+        request and nothing after it counts."""
+        accepted, length = packed[0], packed[1]
+        committed = packed[2 : 3 + accepted]
+        stop = next((i for i, token in enumerate(committed) if token in self.eos), None)
+        if stop is not None:
+            committed = committed[: stop + 1]
+        self.recorder.record(length, len(committed) - 1)
+        self.emit(committed)
+        if stop is not None or len(self.tokens) >= self.max_new_tokens:
+            self.finish()
+        return committed
+
+    def result(self) -> GenerationResult:
+        return GenerationResult(list(self.tokens), self.recorder.freeze(), self.seconds)
+
+
+class BatchSession:
+    """Requests decoded together with one GenerationConfig's sampling settings; see the module docstring."""
+
+    def __init__(self, engine: BatchEngine, config: GenerationConfig, gamma: int, scheduling: Scheduling,
+                 calibration: torch.Tensor | None, generator: torch.Generator):
+        self.engine, self.config, self.gamma = engine, config, gamma
+        self.scheduling, self.calibration, self.generator = scheduling, calibration, generator
+        self._requests: dict[Hashable, _Request] = {}
+        self._queue: deque[_Request] = deque()
+        self._slots: list[_Request | None] = [None] * engine.max_batch
+        self._live = 0  # rows 0 … live−1 hold requests
+        self._reported: list[Update] = []  # requests finished outside a step (budget 0), reported by the next step
+        self.closed = False
+
+    # --- requests ------------------------------------------------------------------------------------------------
+    @property
+    def idle(self) -> bool:
+        """No live or queued request (and nothing left to report)."""
+        return not self._live and not self._queue and not self._reported
+
+    @property
+    def live(self) -> int:
+        """Requests holding a row."""
+        return self._live
+
+    @property
+    def queued(self) -> int:
+        """Requests added but not yet admitted into a row."""
+        return len(self._queue)
+
+    def add(self, request_id: Hashable, prompt_ids: Sequence[int], max_new_tokens: int,
+            eos_token_ids: Sequence[int] | None = None) -> None:
+        """Queue a request; it is admitted into a free row at the next step. eos_token_ids None: the config's."""
+        self._check_open()
+        if request_id in self._requests:
+            raise ValueError(f"request {request_id!r} is already in this session; use a new id or release it first")
+        if max_new_tokens < 0:
+            raise ValueError(f"request {request_id!r}: max_new_tokens must be >= 0")
+        prompt = [int(t) for t in prompt_ids]
+        self.engine.check_request(request_id, prompt, max_new_tokens, self.gamma)
+        eos = set(self.config.eos_token_ids if eos_token_ids is None else (int(t) for t in eos_token_ids))
+        request = _Request(request_id, prompt, max_new_tokens, eos)
+        self._requests[request_id] = request
+        if max_new_tokens == 0:
+            request.finish()
+            self._reported.append(Update(request_id, [], True))
+        else:
+            self._queue.append(request)
+
+    def recorder(self, request_id: Hashable) -> StatsRecorder:
+        """The request's live acceptance record (rounds so far), as the batch-1 engine's `generate_stream` fills."""
+        return self._get(request_id).recorder
+
+    def release(self, request_id: Hashable) -> GenerationResult:
+        """A finished request's result; the session forgets it."""
+        request = self._get(request_id)
+        if not request.finished:
+            raise ValueError(f"request {request_id!r} is still running; cancel it or step until it finishes")
+        del self._requests[request_id]
+        return request.result()
+
+    def cancel(self, request_id: Hashable) -> GenerationResult:
+        """Stop a queued or live request now (its row is free for the next step); returns what it generated."""
+        request = self._get(request_id)
+        if request in self._queue:
+            self._queue.remove(request)
+        elif not request.finished:
+            slot = self._slots.index(request)
+            self._slots[slot] = None
+            self.engine.round.retire(slot)
+            self._compact()
+        if not request.finished:
+            request.finish()
+        self._reported = [u for u in self._reported if u.request_id != request_id]
+        return self.release(request_id)
+
+    def _get(self, request_id: Hashable) -> _Request:
+        if request_id not in self._requests:
+            raise KeyError(f"request {request_id!r} is not in this session")
+        return self._requests[request_id]
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("this session was ended by a newer engine.open(...); open a new session")
+
+    # --- stepping ------------------------------------------------------------------------------------------------
+    def step(self) -> list[Update]:
+        """Admit queued requests into free rows, then run one round over every live row."""
+        self._check_open()
+        new: dict[Hashable, list[int]] = {}
+        updates, self._reported = self._reported, []
+        self._fill(new)
+        n = self._live
+        if n:
+            self._round(n, new)
+        for request_id, tokens in new.items():
+            updates.append(Update(request_id, tokens, self._requests[request_id].finished))
+        return updates
+
+    def _fill(self, new: dict[Hashable, list[int]]) -> None:
+        """Admit queued prompts into the free rows live … max_batch−1 (prefilled together); a request that ends at
+        its first token frees its row for the next prompt."""
+        engine = self.engine
+        while self._live < engine.max_batch and self._queue:
+            free = list(range(self._live, engine.max_batch))
+            batch = [self._queue.popleft() for _ in range(min(len(free), len(self._queue)))]
+            for request in batch:
+                request.began = time.perf_counter()
+            firsts = engine.round.admit(free[: len(batch)], [r.prompt for r in batch],
+                                        [r.max_new_tokens for r in batch])
+            for slot, request, first in zip(free, batch, firsts):
+                request.emit([first])
+                new[request.request_id] = [first]
+                if first in request.eos or request.max_new_tokens <= 1:
+                    engine.round.retire(slot)
+                    request.finish()
+                else:
+                    self._slots[slot] = request
+            self._compact()
+
+    def _round(self, n: int, new: dict[Hashable, list[int]]) -> None:
+        """One round over rows 0 … n−1: propose, schedule, verify, one sync, commit, retire the finished rows."""
+        engine, rows = self.engine, self._slots[:n]
+        b = engine._width_rows(n)
+        anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in rows)  # the furthest anchor
+        window = engine._window(anchor_at + max(engine.round.gamma_max + 1, engine.round.block_size))
+        if self.gamma:
+            engine._propose(b, window)
+        engine.round.schedule(n, self.scheduling, self.calibration)
+        if self.scheduling.rule != "none" and self.gamma:
+            t = max(engine.round.lengths[:n].tolist()) + 1  # the scheduled width (one small extra sync)
+        else:
+            t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in rows) - 1) + 1
+        engine._verify(b, t, window)
+        packed = engine.round.packed[:n, : t + 2].tolist()  # the round's one sync
+        for slot, request in enumerate(rows):
+            new.setdefault(request.request_id, []).extend(request.commit(packed[slot]))
+            if request.finished:
+                self._slots[slot] = None
+                engine.round.retire(slot)
+        self._compact()
+
+    def _compact(self) -> None:
+        """Move live rows into the holes below them so they occupy rows 0 … n−1."""
+        live = [s for s, r in enumerate(self._slots) if r is not None]
+        holes = [s for s in range(len(live)) if self._slots[s] is None]
+        for hole, source in zip(holes, [s for s in live if s >= len(live)]):
+            self.engine.round.move(source, hole)
+            self._slots[hole], self._slots[source] = self._slots[source], None
+        self._live = len(live)

@@ -1,0 +1,187 @@
+"""Scheduling with the batched engine: one engine thread decodes every running request in one shared batch.
+
+Used instead of `scheduler.WorkerPool` when the served target is one `BatchEngine` runs (Llama / Qwen3, see
+`batching_supported`); the HTTP side is the same (`submit`, `waiting`, `running`, `close`). The thread owns a
+`BatchEngine` built once at startup (max_batch = --max-concurrency rows, max_length = the served context + a block)
+and loops: take queued jobs into free rows of the open session, step one round, feed each request's new tokens to
+its job's `TokenSink` (text, stop strings, metrics, events), release finished rows, cancel rows whose stop string
+matched or whose client went away (a job cancelled while queued is skipped, never run).
+
+Head-of-line rule: a session decodes with one set of sampling settings (temperature, top_p, top_k, seed). The queue
+is FIFO; a job whose settings differ from the open session's waits, and everything behind it waits too, until the
+session drains; then a new session opens with the head job's settings. All greedy requests share one setting, so
+greedy traffic batches fully; sampled requests batch with requests of identical settings; a seeded sampled request
+runs in a session of its own, so its seed alone decides its output. No HTTP and no speculative algorithm here.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import replace
+
+from dspark.config import GenerationConfig
+from dspark.engine.batch import BatchEngine
+from dspark.engine.batch_session import BatchSession
+from dspark.engine.static_target import check_supported
+from dspark.serve.generation_job import GenerationJob, TokenSink
+from dspark.serve.model_source import ServedModel
+from dspark.serve.scheduler import QueueFullError
+
+log = logging.getLogger("dspark.serve")
+
+
+def batching_supported(served: ServedModel) -> bool:
+    """Whether the batched engine can run the served target (else the server keeps batch-1 workers)."""
+    try:
+        check_supported(served.hf_model)
+    except NotImplementedError:
+        return False
+    return True
+
+
+def sampling_key(config: GenerationConfig) -> GenerationConfig:
+    """The settings a session fixes: the request's config without its own budget and EOS ids (greedy: one key)."""
+    key = replace(config, max_new_tokens=0, eos_token_ids=())
+    return replace(key, top_p=1.0, top_k=0, seed=None) if config.greedy else key
+
+
+class BatchScheduler:
+    def __init__(self, served: ServedModel, max_batch: int, max_queue: int,
+                 on_change: Callable[[int, int], None] = lambda waiting, running: None):
+        if max_batch < 1 or max_queue < 1:
+            raise ValueError("a batched scheduler needs at least one row and room for one queued job")
+        gamma = served.draft.config.num_draft_tokens if served.draft is not None else 0
+        self.engine = BatchEngine(served.new_target(), served.draft, max_batch, served.context_length + gamma + 1)
+        self._max_queue, self._on_change = max_queue, on_change
+        self._pending: deque[GenerationJob] = deque()
+        self._live: dict[int, tuple[GenerationJob, TokenSink]] = {}
+        self._ids = itertools.count()
+        self._session: BatchSession | None = None
+        self._key: GenerationConfig | None = None
+        self._exclusive = False  # the open session holds a seeded sampled request: nothing joins it
+        self._cond = threading.Condition()
+        self._waiting = self._running = 0
+        self._closed = False
+        self._thread = threading.Thread(target=self._loop, name="dspark-engine-batch", daemon=True)
+        self._thread.start()
+
+    @property
+    def waiting(self) -> int:
+        return self._waiting
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    def _changed(self, waiting: int, running: int) -> None:  # called with the lock held
+        self._waiting += waiting
+        self._running += running
+        self._on_change(self._waiting, self._running)
+
+    def submit(self, job: GenerationJob) -> None:
+        with self._cond:
+            if self._closed:
+                raise QueueFullError("the server is shutting down")
+            if self._waiting >= self._max_queue:
+                raise QueueFullError(f"{self._waiting} requests are already waiting (--max-queue {self._max_queue})")
+            self._changed(+1, 0)
+            self._pending.append(job)
+            self._cond.notify()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop taking jobs, abort the running and queued ones, and join the engine thread."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    # --- the engine thread ---------------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not self._pending and not self._live:
+                    self._cond.wait()
+                if self._closed:
+                    break
+            try:
+                self._admit()
+                if self._live:
+                    self._step()
+            except Exception as exc:  # the engine failed: every running request fails, the next session starts clean
+                log.exception("batched generation failed")
+                self._fail_running(exc)
+        for request_id in list(self._live):
+            self._end(request_id, cancel=True)
+        with self._cond:
+            skipped, self._pending = list(self._pending), deque()
+            self._changed(-len(skipped), 0)
+        for job in skipped:
+            job.skip()
+
+    def _take(self) -> tuple[list[GenerationJob], list[GenerationJob]]:
+        """Jobs to skip (cancelled while queued) and jobs to add now, in FIFO order, under the head-of-line rule."""
+        skipped, taken = [], []
+        with self._cond:
+            while self._pending:
+                job = self._pending[0]
+                if job.cancelled():
+                    skipped.append(self._pending.popleft())
+                    self._changed(-1, 0)
+                    continue
+                if self._running >= self.engine.max_batch:
+                    break
+                config = job.request.generation
+                key = sampling_key(config)
+                seeded = not config.greedy and config.seed is not None
+                if self._running == 0 and not taken:  # drained: a new session with the head job's settings
+                    self._session, self._key, self._exclusive = self.engine.open(config), key, seeded
+                elif self._exclusive or seeded or key != self._key:
+                    break
+                taken.append(self._pending.popleft())
+                self._changed(-1, +1)
+        return skipped, taken
+
+    def _admit(self) -> None:
+        skipped, taken = self._take()
+        for job in skipped:
+            job.skip()
+        for job in taken:
+            request_id, request = next(self._ids), job.request
+            try:
+                self._session.add(request_id, request.prompt_ids, request.generation.max_new_tokens,
+                                  request.generation.eos_token_ids)
+            except ValueError as exc:
+                job.fail(exc)
+                with self._cond:
+                    self._changed(0, -1)
+                continue
+            self._live[request_id] = (job, TokenSink(job, self._session.recorder(request_id)))
+
+    def _fail_running(self, exc: Exception) -> None:
+        for request_id in list(self._live):
+            self._live.pop(request_id)[0].fail(exc)
+            with self._cond:
+                self._changed(0, -1)
+        self._session = None
+
+    def _step(self) -> None:
+        for request_id, tokens, finished in self._session.step():
+            more = self._live[request_id][1].push(tokens)
+            if finished or not more:
+                self._end(request_id, cancel=not finished)
+        for request_id in [r for r, (job, _) in self._live.items() if job.cancelled()]:  # clients gone
+            self._end(request_id, cancel=True, aborted=True)
+
+    def _end(self, request_id: int, cancel: bool, aborted: bool = False) -> None:
+        """Free the request's row (cancel: it has not finished in the engine) and report its finish."""
+        _, sink = self._live.pop(request_id)
+        if cancel:
+            self._session.cancel(request_id)
+        else:
+            self._session.release(request_id)
+        sink.finish(aborted or self._closed)
+        with self._cond:
+            self._changed(0, -1)

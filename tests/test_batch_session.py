@@ -1,0 +1,86 @@
+"""The batched engine's stepping session: requests added mid-flight, each with its own budget and EOS ids, and one
+cancelled, decode token for token as the batch-1 engine does (tokens and τ statistics); a cancel frees its row."""
+from __future__ import annotations
+
+import pytest
+
+from dspark import GenerationConfig, Target, generate
+from dspark.engine.batch import BatchEngine
+from dspark.testbed.successor_pair import EOS_ID, build_pair
+
+PROMPTS = {"a": list(b"hello #"), "b": list(b"abc 0"), "c": list(b"xyz 123 456 789"), "d": list(b"The quick"),
+           "e": list(b"a~"), "f": list(b"mn"), "g": list(b"q")}  # "a~" ends at its first token (the EOS)
+BUDGETS = {"a": 30, "b": 24, "c": 25, "d": 17, "e": 5, "f": 40, "g": 12}
+
+
+@pytest.fixture(scope="module")
+def pair():
+    model, draft = build_pair()
+    return Target(model, draft.config.target_layer_ids), draft
+
+
+def test_session_steps_equal_batch1_greedy_with_mid_flight_requests_per_row_budgets_and_a_cancel(pair):
+    target, draft = pair
+    engine = BatchEngine(target, draft, max_batch=3, max_length=96)
+    session = engine.open(GenerationConfig(eos_token_ids=(EOS_ID,)))
+    eos = {rid: (EOS_ID,) for rid in PROMPTS} | {"f": ()}  # "f" ignores the EOS: it runs to its budget
+    got: dict[str, list[int]] = {rid: [] for rid in PROMPTS}
+    finished: set[str] = set()
+
+    def step() -> None:
+        for rid, tokens, done in session.step():
+            assert rid not in finished
+            got[rid] += tokens
+            if done:
+                finished.add(rid)
+
+    for rid in ("a", "b"):
+        session.add(rid, PROMPTS[rid], BUDGETS[rid], eos[rid])
+    step()
+    step()
+    assert session.live == 2 and len(got["a"]) > 2  # first token + two rounds of commits
+    for rid in ("e", "c", "d", "f", "g"):  # more than the free rows: some wait in the queue
+        session.add(rid, PROMPTS[rid], BUDGETS[rid], eos[rid])
+    step()
+    assert session.live == 3 and session.queued == 3  # "e" ended at its first token and gave its row to "c"
+    assert "e" in finished and got["e"] == [EOS_ID] and got["c"] and not got["d"]
+    partial = session.cancel("c")
+    assert partial.tokens == got["c"] and session.live == 2
+    with pytest.raises(KeyError):
+        session.recorder("c")  # a cancelled request is forgotten
+    step()
+    assert got["d"] and session.queued == 2  # the cancelled row went to "d" at the next step
+    while not session.idle:
+        step()
+    assert finished == set(PROMPTS) - {"c"}
+    accepted = 0
+    for rid, prompt in PROMPTS.items():
+        config = GenerationConfig(max_new_tokens=BUDGETS[rid], eos_token_ids=eos[rid])
+        expected = generate(target, draft, prompt, config)
+        if rid == "c":
+            assert 0 < len(got[rid]) < len(expected.tokens) and got[rid] == expected.tokens[: len(got[rid])]
+            continue
+        result = session.release(rid)
+        assert got[rid] == result.tokens == expected.tokens
+        assert result.stats == expected.stats  # same rounds, proposed / accepted counts and token counts
+        accepted += sum(result.stats.accepted_counts)
+    assert len(got["f"]) == 40 and EOS_ID in got["f"][:-1] and accepted > 20  # multi-token commits really happened
+
+
+def test_session_requests_are_checked_and_a_newer_session_ends_the_older(pair):
+    target, draft = pair
+    engine = BatchEngine(target, draft, max_batch=2, max_length=40)
+    session = engine.open()
+    session.add(1, [5, 6], 0)  # a zero budget finishes at once, reported by the next step
+    assert session.step() == [(1, [], True)] and session.release(1).tokens == []
+    with pytest.raises(ValueError, match="larger max_length"):
+        session.add(2, list(range(30)), 8)
+    session.add(3, [7, 8], 4)
+    with pytest.raises(ValueError, match="already in this session"):
+        session.add(3, [7, 8], 4)
+    with pytest.raises(ValueError, match="still running"):
+        session.release(3)
+    newer = engine.open()
+    with pytest.raises(RuntimeError, match="newer engine.open"):
+        session.step()
+    assert newer.idle and newer.step() == []
