@@ -317,7 +317,7 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--threshold", type=float, default=0.3)
-    parser.add_argument("--method-budget", type=float, default=100.0, help="seconds per method, all levels")
+    parser.add_argument("--method-budget", type=float, default=45.0, help="seconds per method and level")
     parser.add_argument("--deadline", type=float, default=540.0, help="seconds for the whole script")
     parser.add_argument("--reserve", type=float, default=60.0, help="seconds the matrix leaves for profile + report")
     parser.add_argument("--engine", default="auto", choices=("auto", "batch", "sequential"))

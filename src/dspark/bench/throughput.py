@@ -5,8 +5,9 @@ transformers, the dflash package) is `our_engine.py` / `peers.py`. Per concurren
 requests (the prompts in order, repeated when there are more requests than prompts), then per method: a warm-up on
 the first wave (excluded), the timed waves (synchronised on CUDA by the caller's `sync`), and a row with tokens/s,
 mean τ and, at T = 0, whether our speculative outputs equal our plain outputs token for token. Our engine's methods
-run at every level before the peers. A method that runs past its time budget is cut and marked "timeout", and its
-later levels are skipped; the run's deadline skips whatever is left. It does not load models, pick prompts or
+run at every level before the peers. A method that runs past its time budget at a level is cut there and marked
+"timeout" (each level has its own budget: a peer too slow at batch 1 is still measured batched); the run's deadline
+skips whatever is left. It does not load models, pick prompts or
 print.
 """
 from __future__ import annotations
@@ -31,7 +32,7 @@ class ThroughputSettings:
     waves: int = 1  # at concurrency C > 1, at least C · waves requests
     warmup_tokens: int = 16
     threshold: float = 0.3  # the "threshold" scheduler's confidence cut
-    method_budget_s: float = 600.0  # per method and scheduler, warm-ups included, over all levels
+    method_budget_s: float = 600.0  # per method, scheduler and level, warm-ups included
     deadline_s: float | None = None  # the whole matrix
     seed: int = 0
 
@@ -96,10 +97,9 @@ class _Budget:
     method_s: float
     deadline: float | None
     clock: Callable[[], float]
-    used: dict[tuple[str, str], float] = field(default_factory=dict)
-    spent: set[tuple[str, str]] = field(default_factory=set)
+    used: dict[tuple[str, str, int], float] = field(default_factory=dict)  # (method, scheduler, concurrency)
 
-    def left(self, key: tuple[str, str], running: float = 0.0) -> float:
+    def left(self, key: tuple[str, str, int], running: float = 0.0) -> float:
         """Seconds `key` may still run, `running` seconds into a measurement not yet added to `used`."""
         left = self.method_s - self.used.get(key, 0.0) - running
         return left if self.deadline is None else min(left, self.deadline - self.clock())
@@ -112,17 +112,17 @@ def _no_sync() -> None:
 def _measure(method: Method, requests: list[list[int]], concurrency: int, settings: ThroughputSettings,
              budget: _Budget, sync: Callable[[], None]) -> tuple[list[Output], float, bool]:
     """(outputs of the requests that finished, their timed seconds, whether the budget cut the run)."""
-    clock = budget.clock
+    clock, key = budget.clock, (*method.key, concurrency)
     began = clock()
     try:
         if settings.warmup_tokens:
             method.run(requests[:concurrency], concurrency, min(settings.warmup_tokens, settings.max_new_tokens),
-                       budget.left(method.key))
+                       budget.left(key))
         size = len(requests) if method.whole else concurrency
         outputs: list[Output] = []
         seconds = 0.0
         for first in range(0, len(requests), size):
-            left = budget.left(method.key, clock() - began)
+            left = budget.left(key, clock() - began)
             if left <= 0:
                 return outputs, seconds, True
             sync()
@@ -136,7 +136,7 @@ def _measure(method: Method, requests: list[list[int]], concurrency: int, settin
             seconds += took
         return outputs, seconds, False
     finally:
-        budget.used[method.key] = budget.used.get(method.key, 0.0) + clock() - began
+        budget.used[key] = budget.used.get(key, 0.0) + clock() - began
 
 
 def _agreement(outputs: list[Output], plain: list[Output] | None) -> float | None:
@@ -189,8 +189,6 @@ def _level_row(method: Method, requests: list[list[int]], concurrency: int, sett
         return ThroughputRow(**row, status="n/a", note="batch 1 only")
     if budget.deadline is not None and budget.clock() >= budget.deadline:
         return ThroughputRow(**row, status="skipped", note="the run's deadline was reached")
-    if method.key in budget.spent:
-        return ThroughputRow(**row, status="timeout", note="skipped: the method used up its time budget")
     done, outputs = _row(method, requests, concurrency, settings, budget, sync, row, plain.get(concurrency))
     if method.key == (PLAIN, "none") and done.status in ("ok", "timeout"):
         plain[concurrency] = outputs
@@ -203,8 +201,6 @@ def _row(method: Method, requests: list[list[int]], concurrency: int, settings: 
         outputs, seconds, cut = _measure(method, requests, concurrency, settings, budget, sync)
     except Exception as err:  # noqa: BLE001 — a failing method is a result, not the end of the run
         return ThroughputRow(**row, status="error", note=f"{type(err).__name__}: {err}"[:500]), []
-    if cut or budget.used[method.key] >= budget.method_s:
-        budget.spent.add(method.key)
     taus = [t for o in outputs for t in o.taus]
     agreement = None if method.key == (PLAIN, "none") else _agreement(outputs, plain)
     lossless = agreement == 1.0 if (method.speculative and settings.temperature == 0 and agreement is not None) \
