@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from dspark.bench import throughput_job as job  # noqa: E402
-from dspark.bench.our_engine import OurEngine, batch_engine_class, resolve_kind  # noqa: E402
+from dspark.bench.our_engine import OurEngine, resolve_kind  # noqa: E402
 from dspark.bench.results import SuiteRecord, save_result  # noqa: E402
 from dspark.bench.round_profile import (draft_step_ms, profile_engine_rounds, profile_rounds,  # noqa: E402
                                         verify_latency_ms)
@@ -227,7 +227,7 @@ def profile(args: argparse.Namespace, state: dict) -> dict:
     if models.draft is not None:
         part("draft_step_ms", lambda: draft_step_ms(Target(models.model, models.draft.config.target_layer_ids),
                                                     models.draft, len(prompt)))
-    if batch_engine_class() is not None and resolve_kind(args.engine) == "batch":
+    if resolve_kind(args.engine) == "batch":
         for graphs in ((False, True) if state["device"] == "cuda" else (False,)):
             for name, draft in drafts.items():
                 if name != "plain" and draft is None:
@@ -336,8 +336,7 @@ def main() -> int:
                                                             args.max_new_tokens, 0.0, args.num_prompts, args.waves,
                                                             threshold=args.threshold,
                                                             method_budget_s=args.method_budget, seed=args.seed)}
-    log(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}, batch engine "
-        f"{'yes' if batch_engine_class() is not None else 'no'}")
+    log(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}")
     sections.run("setup", lambda: setup(args, state))
     if state.get("device") == "cuda" and resolve_kind(args.engine) == "batch" and state["models"].draft is not None:
         state["graphs"] = sections.run("graphs", lambda: graphs_check(state), ("setup",), reserve=args.reserve)

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from dspark.bench.our_engine import OurEngine, batch_engine_class, capture_graphs, our_method
+from dspark.bench.our_engine import OurEngine, our_method
 from dspark.bench.results import BenchResult, RunInfo, ThroughputRow, load_result
 from dspark.bench.throughput import Method, Output, ThroughputSettings, run_matrix
 from dspark.bench.throughput_job import ThroughputModels, build_methods
@@ -104,8 +104,6 @@ def test_a_wrong_engine_is_caught_as_not_lossless(models):
 
 
 def test_the_batched_engine_runs_every_scheduler_losslessly_and_measures_step_costs(models, tmp_path):
-    if batch_engine_class() is None:
-        pytest.skip("dspark.engine.batch is not in this checkout")
     settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=10, num_prompts=2, warmup_tokens=2)
     methods, costs = build_methods(models, settings, ("plain", "dspark"), None, "batch", tmp_path, 10)
     rows = run_matrix(methods, PROMPTS, settings, "code")
@@ -116,22 +114,6 @@ def test_the_batched_engine_runs_every_scheduler_losslessly_and_measures_step_co
     gamma = models.draft.config.num_draft_tokens
     assert max(costs.table.widths) == 2 * (gamma + 1)  # batches 1 and 2, widths 1 … γ+1
     assert all(rate > 0 for rate in costs.table.rates)
-
-
-def test_graph_capture_covers_every_bucket_and_width_before_timing():
-    calls = []
-
-    class Engine:  # what capture_graphs needs of a BatchEngine without warm_up()
-        buckets, draft = (1, 2, 4), object()
-
-        def measure_step_costs(self, batch, repeats):
-            calls.append(("verify", batch, repeats))
-
-        def _propose(self, batch):
-            calls.append(("propose", batch))
-
-    capture_graphs(Engine())
-    assert calls == [x for b in (1, 2, 4) for x in (("verify", b, 1), ("propose", b))]
 
 
 def test_speedup_and_speedup_per_tau_arithmetic():

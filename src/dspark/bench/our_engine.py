@@ -6,7 +6,7 @@ Two kinds behind one adapter (`OurEngine.generate`):
   threshold / algorithm1 schedulers;
 - "sequential": the batch-1 `dspark.engine.generate.generate`, request after request (concurrency emulated: the same
   requests decoded one at a time); it has the none and threshold schedulers, not Algorithm 1.
-"auto" takes the batch engine when it is installed. `StepCosts` measures the verify step-cost table Algorithm 1
+"auto" takes the batch engine when it runs the target. `StepCosts` measures the verify step-cost table Algorithm 1
 needs, once. Nothing here times a run or compares outputs (that is `throughput.py`).
 """
 from __future__ import annotations
@@ -21,30 +21,18 @@ from dspark.bench.throughput import Method, Output
 from dspark.config import GenerationConfig
 from dspark.engine.generate import GenerationResult, generate
 from dspark.engine.schedule import StepCostTable
+from dspark.engine.static_target import is_supported
 from dspark.model.draft import DSparkDraft
 from dspark.model.target import Target
 
 ENGINE_KINDS = ("auto", "batch", "sequential")
 
 
-def batch_engine_class() -> Any | None:
-    """`dspark.engine.batch.BatchEngine`, or None while it is not installed."""
-    try:
-        from dspark.engine.batch import BatchEngine
-    except ImportError:
-        return None
-    return BatchEngine
-
-
 def resolve_kind(kind: str) -> str:
+    """"auto" is the batched engine; OurEngine falls back to the batch-1 loop for targets the batched one refuses."""
     if kind not in ENGINE_KINDS:
         raise BenchError(f"--engine must be one of {ENGINE_KINDS}, got {kind!r}")
-    if kind == "batch" and batch_engine_class() is None:
-        raise BenchError("--engine batch needs dspark.engine.batch, which this dspark does not have; use "
-                         "--engine sequential (the batch-1 loop, concurrency emulated)")
-    if kind == "auto":
-        return "batch" if batch_engine_class() is not None else "sequential"
-    return kind
+    return "batch" if kind == "auto" else kind
 
 
 def outputs(results: Sequence[GenerationResult], drafting: bool) -> list[Output]:
@@ -61,6 +49,8 @@ class OurEngine:
                  cuda_graphs: bool | None = None):
         self.target, self.draft, self.max_length = target, draft, max_length
         self.kind, self.cuda_graphs = resolve_kind(kind), cuda_graphs
+        if kind == "auto" and not is_supported(target.model):
+            self.kind = "sequential"
         self._engines: dict[int, Any] = {}
 
     def unsupported(self, scheduler: str) -> str:
@@ -75,10 +65,12 @@ class OurEngine:
         """The batched engine for `max_batch` rows, built (and its graphs captured) on first use and kept: the
         schedulers and the step-cost measurement at one level share it, and no level is captured twice."""
         if max_batch not in self._engines:
-            engine = batch_engine_class()(self.target, self.draft, max_batch=max_batch, max_length=self.max_length,
-                                          cuda_graphs=self.cuda_graphs)
-            if getattr(engine, "graphs", None) is not None:
-                capture_graphs(engine)
+            from dspark.engine.batch import BatchEngine
+
+            engine = BatchEngine(self.target, self.draft, max_batch=max_batch, max_length=self.max_length,
+                                 cuda_graphs=self.cuda_graphs)
+            if engine.graphs is not None:
+                engine.warm_up()  # every graph captured now: a capture inside a timed run would be billed to it
             self._engines[max_batch] = engine
         return self._engines[max_batch]
 
@@ -114,20 +106,6 @@ class OurEngine:
             table = engine.measure_step_costs(batch)
             latency.update({w: 1000.0 / r for w, r in zip(table.widths, table.rates)})
         return StepCostTable.from_latency_ms(latency)
-
-
-def capture_graphs(engine: Any) -> None:
-    """Capture every CUDA graph a batched engine can replay (each batch bucket's propose step and its verify step at
-    widths 1 … γ+1) before anything is timed: the engine captures lazily, and a capture inside a timed run would be
-    billed to it. Uses the engine's `warm_up()` when it has one, else its step-cost timing (idle rows) and its
-    propose step."""
-    if callable(getattr(engine, "warm_up", None)):
-        engine.warm_up()
-        return
-    for bucket in engine.buckets:
-        engine.measure_step_costs(bucket, repeats=1)
-        if engine.draft is not None:
-            engine._propose(bucket)
 
 
 class StepCosts:

@@ -35,6 +35,15 @@ def check_supported(model: torch.nn.Module) -> None:
                                   f"layer_types {sorted(set(types))}); use dspark.generate")
 
 
+def is_supported(model: torch.nn.Module) -> bool:
+    """Whether the fast path can run this HF model (callers that fall back to the batch-1 engine ask this)."""
+    try:
+        check_supported(model)
+    except NotImplementedError:
+        return False
+    return True
+
+
 def aligned(length: int) -> int:
     """Cache length rounded up to a multiple of 16 (what fused attention kernels want of a mask's rows)."""
     return -(-length // 16) * 16

@@ -25,21 +25,17 @@ from dataclasses import replace
 from dspark.config import GenerationConfig
 from dspark.engine.batch import BatchEngine
 from dspark.engine.batch_session import BatchSession
-from dspark.engine.static_target import check_supported
+from dspark.engine.static_target import is_supported
 from dspark.serve.generation_job import GenerationJob, TokenSink
 from dspark.serve.model_source import ServedModel
-from dspark.serve.scheduler import QueueFullError
+from dspark.serve.scheduler import JobCounts
 
 log = logging.getLogger("dspark.serve")
 
 
 def batching_supported(served: ServedModel) -> bool:
     """Whether the batched engine can run the served target (else the server keeps batch-1 workers)."""
-    try:
-        check_supported(served.hf_model)
-    except NotImplementedError:
-        return False
-    return True
+    return is_supported(served.hf_model)
 
 
 def sampling_key(config: GenerationConfig) -> GenerationConfig:
@@ -48,14 +44,13 @@ def sampling_key(config: GenerationConfig) -> GenerationConfig:
     return replace(key, top_p=1.0, top_k=0, seed=None) if config.greedy else key
 
 
-class BatchScheduler:
+class BatchScheduler(JobCounts):
     def __init__(self, served: ServedModel, max_batch: int, max_queue: int,
                  on_change: Callable[[int, int], None] = lambda waiting, running: None):
         if max_batch < 1 or max_queue < 1:
             raise ValueError("a batched scheduler needs at least one row and room for one queued job")
         gamma = served.draft.config.num_draft_tokens if served.draft is not None else 0
         self.engine = BatchEngine(served.new_target(), served.draft, max_batch, served.context_length + gamma + 1)
-        self._max_queue, self._on_change = max_queue, on_change
         self._pending: deque[GenerationJob] = deque()
         self._live: dict[int, tuple[GenerationJob, TokenSink]] = {}
         self._ids = itertools.count()
@@ -63,31 +58,13 @@ class BatchScheduler:
         self._key: GenerationConfig | None = None
         self._exclusive = False  # the open session holds a seeded sampled request: nothing joins it
         self._cond = threading.Condition()
-        self._waiting = self._running = 0
-        self._closed = False
+        super().__init__(self._cond, max_queue, on_change)
         self._thread = threading.Thread(target=self._loop, name="dspark-engine-batch", daemon=True)
         self._thread.start()
 
-    @property
-    def waiting(self) -> int:
-        return self._waiting
-
-    @property
-    def running(self) -> int:
-        return self._running
-
-    def _changed(self, waiting: int, running: int) -> None:  # called with the lock held
-        self._waiting += waiting
-        self._running += running
-        self._on_change(self._waiting, self._running)
-
     def submit(self, job: GenerationJob) -> None:
         with self._cond:
-            if self._closed:
-                raise QueueFullError("the server is shutting down")
-            if self._waiting >= self._max_queue:
-                raise QueueFullError(f"{self._waiting} requests are already waiting (--max-queue {self._max_queue})")
-            self._changed(+1, 0)
+            self._enqueue()
             self._pending.append(job)
             self._cond.notify()
 

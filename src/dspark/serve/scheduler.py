@@ -31,21 +31,17 @@ class Job(Protocol[State]):
         """Called instead of `run` for a job cancelled before a worker took it."""
 
 
-class WorkerPool(Generic[State]):
-    def __init__(self, make_state: Callable[[], State], workers: int, max_queue: int,
-                 on_change: Callable[[int, int], None] = lambda waiting, running: None):
-        if workers < 1 or max_queue < 1:
-            raise ValueError("a worker pool needs at least one worker and room for one queued job")
-        self._queue: queue.Queue[Job | None] = queue.Queue()
-        self._lock = threading.Lock()
+class JobCounts:
+    """What every scheduler shares with the HTTP side: waiting / running counts under one lock, reported through
+    `on_change`, and the admission check of `submit` (closed server, full queue)."""
+
+    def __init__(self, lock: threading.Lock | threading.Condition, max_queue: int,
+                 on_change: Callable[[int, int], None]):
+        self._lock = lock
         self._waiting = self._running = 0
         self._max_queue = max_queue
         self._on_change = on_change
         self._closed = False
-        self._threads = [threading.Thread(target=self._work, args=(make_state(),), name=f"dspark-engine-{i}",
-                                          daemon=True) for i in range(workers)]
-        for thread in self._threads:
-            thread.start()
 
     @property
     def waiting(self) -> int:
@@ -60,13 +56,30 @@ class WorkerPool(Generic[State]):
         self._running += running
         self._on_change(self._waiting, self._running)
 
+    def _enqueue(self) -> None:
+        """Count one more waiting job, or refuse it (called with the lock held)."""
+        if self._closed:
+            raise QueueFullError("the server is shutting down")
+        if self._waiting >= self._max_queue:
+            raise QueueFullError(f"{self._waiting} requests are already waiting (--max-queue {self._max_queue})")
+        self._changed(+1, 0)
+
+
+class WorkerPool(JobCounts, Generic[State]):
+    def __init__(self, make_state: Callable[[], State], workers: int, max_queue: int,
+                 on_change: Callable[[int, int], None] = lambda waiting, running: None):
+        if workers < 1 or max_queue < 1:
+            raise ValueError("a worker pool needs at least one worker and room for one queued job")
+        super().__init__(threading.Lock(), max_queue, on_change)
+        self._queue: queue.Queue[Job | None] = queue.Queue()
+        self._threads = [threading.Thread(target=self._work, args=(make_state(),), name=f"dspark-engine-{i}",
+                                          daemon=True) for i in range(workers)]
+        for thread in self._threads:
+            thread.start()
+
     def submit(self, job: Job) -> None:
         with self._lock:
-            if self._closed:
-                raise QueueFullError("the server is shutting down")
-            if self._waiting >= self._max_queue:
-                raise QueueFullError(f"{self._waiting} requests are already waiting (--max-queue {self._max_queue})")
-            self._changed(+1, 0)
+            self._enqueue()
         self._queue.put(job)
 
     def _work(self, state: State) -> None:
