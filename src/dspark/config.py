@@ -231,6 +231,7 @@ class TrainConfig:
     log_every: int = 1
     save_every: int = 0  # 0: only at the end
     bf16: bool | None = None  # None: bf16 autocast on CUDA, fp32 elsewhere
+    loss_backend: str = "eager"  # or a torch.compile backend ("inductor" fuses the vocabulary-wide loss on GPU)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(self.betas))

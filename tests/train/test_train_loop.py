@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 import torch
@@ -111,3 +112,27 @@ def test_padded_batches_give_the_same_loss_as_accumulating_single_sequences():
     # same sequences and anchor draws? anchors are drawn per micro-batch, so compare the first step's data only
     assert batched.history[0].loss == pytest.approx(single.history[0].loss, rel=0.3)
     assert batched.history[-1].tau > 1.0
+
+
+def test_compiled_loss_backend_gives_the_same_losses_as_eager():
+    model, cfg, examples = _setup()
+    source = OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples)
+    config = TrainConfig(steps=3, lr=3e-3, num_anchors=8, grad_accum=2, warmup_ratio=0.2)
+    eager = train(_draft(model, cfg), source, config, progress=False)
+    compiled = train(_draft(model, cfg), source, replace(config, loss_backend="aot_eager"), progress=False)
+    assert [m.loss for m in compiled.history] == pytest.approx([m.loss for m in eager.history], abs=1e-5)
+    assert [m.tau for m in compiled.history] == pytest.approx([m.tau for m in eager.history], abs=1e-5)
+
+
+def test_a_loss_backend_that_fails_falls_back_to_eager(caplog):
+    from dspark.train.loss import per_slot_terms, slot_terms_fn
+
+    def broken_backend(graph, example_inputs):
+        raise RuntimeError("no compiler here")
+
+    terms = slot_terms_fn(broken_backend)
+    logits, teacher = torch.randn(2, 3, 50), torch.randn(2, 3, 50)
+    ids = torch.randint(0, 50, (2, 3))
+    out = terms(logits, teacher, ids, None)
+    assert torch.equal(out["l1"], per_slot_terms(logits, teacher, ids, None)["l1"])
+    assert "failed" in caplog.text

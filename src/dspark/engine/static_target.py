@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from dspark.model.rope import apply_rotary
+from dspark.model.rope import rotate, signed_sin
 from dspark.model.target import Target
 
 SUPPORTED_TARGETS = ("LlamaForCausalLM", "Qwen3ForCausalLM")
@@ -42,6 +42,11 @@ def is_supported(model: torch.nn.Module) -> bool:
     except NotImplementedError:
         return False
     return True
+
+
+def rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """An HF Llama / Qwen3 RMSNorm module applied as one fused op (HF's forward is eight elementwise kernels)."""
+    return F.rms_norm(x, norm.weight.shape, norm.weight, norm.variance_epsilon)
 
 
 def aligned(length: int) -> int:
@@ -116,16 +121,16 @@ class StaticTarget:
         for cache in (*self.keys, *self.values):
             cache[destination].copy_(cache[source])
 
-    def _attention(self, index: int, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, positions: torch.Tensor,
-                   rows: torch.Tensor | None, bias: torch.Tensor) -> torch.Tensor:
+    def _attention(self, index: int, x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor,
+                   positions: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor) -> torch.Tensor:
         attn = self.backbone.layers[index].self_attn
         b, t, _ = x.shape
         q = attn.q_proj(x).view(b, t, self.heads, self.head_dim)  # [B, T, H, D]
         k = attn.k_proj(x).view(b, t, self.kv_heads, self.head_dim)
         if getattr(attn, "q_norm", None) is not None:
-            q, k = attn.q_norm(q), attn.k_norm(k)
-        q = apply_rotary(q.transpose(1, 2), cos, sin)  # [B, H, T, D]
-        k = apply_rotary(k.transpose(1, 2), cos, sin)  # [B, H_kv, T, D]
+            q, k = rms_norm(attn.q_norm, q), rms_norm(attn.k_norm, k)
+        q = rotate(q.transpose(1, 2), cos, sin_signed)  # [B, H, T, D]
+        k = rotate(k.transpose(1, 2), cos, sin_signed)  # [B, H_kv, T, D]
         v = attn.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)  # [B, H_kv, T, D]
         write_rows(self.keys[index], rows, positions, k)
         write_rows(self.values[index], rows, positions, v)
@@ -145,15 +150,16 @@ class StaticTarget:
         positions = start[:, None] + torch.arange(t, device=ids.device)  # [B, T]
         x = self.backbone.embed_tokens(ids)  # [B, T, d]
         cos, sin = self.backbone.rotary_emb(x, positions)  # [B, T, D]
+        cos, sin = cos[:, None], signed_sin(sin)[:, None]  # [B, 1, T, D], shared by every layer
         bias = causal_bias(positions, min(window or self.max_length, self.max_length), self.heads // self.kv_heads,
                            x.dtype)  # [B, 1, G·T, W]
         features = [x] if -1 in self.layer_ids else []
         for index, layer in enumerate(self.backbone.layers):
-            x = x + self._attention(index, layer.input_layernorm(x), cos, sin, positions, rows, bias)
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+            x = x + self._attention(index, rms_norm(layer.input_layernorm, x), cos, sin, positions, rows, bias)
+            x = x + layer.mlp(rms_norm(layer.post_attention_layernorm, x))
             if index in self.layer_ids:
                 features.append(x)
         if logits_at is not None:
             x = x.gather(1, logits_at[:, None, None].expand(b, 1, x.shape[-1]))  # [B, 1, d]
-        hidden = self.backbone.norm(x)  # [B, T, d]
+        hidden = rms_norm(self.backbone.norm, x)  # [B, T, d]
         return self.model.lm_head(hidden).float(), torch.cat(features, dim=-1)  # [B, T, V], [B, T, m·d]

@@ -79,11 +79,18 @@ class RotaryEmbedding(nn.Module):
         return cos.to(dtype), sin.to(dtype)
 
 
-def rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+def signed_sin(sin: torch.Tensor) -> torch.Tensor:
+    """sin [..., D] -> [−sin_first_half, sin_second_half]: with it the rotation needs no negation per call."""
+    half = sin.shape[-1] // 2
+    return torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor) -> torch.Tensor:
+    """x·cos + rotate_half(x)·sin in three kernels: rotate_half(x)·sin = roll(x, D/2)·signed_sin (cos / sin_signed
+    broadcast against x; build sin_signed once per forward with `signed_sin` and reuse it across layers)."""
+    return torch.addcmul(x * cos, x.roll(x.shape[-1] // 2, dims=-1), sin_signed)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x [B, H, T, D]; cos/sin [B, T, D] -> rotated x."""
-    return x * cos[:, None] + rotate_half(x) * sin[:, None]
+    return rotate(x, cos[:, None], signed_sin(sin)[:, None])

@@ -6,7 +6,9 @@ w_k = eval_k · exp(−k / decay); total = 0.1·CE + 0.9·L1 + 1.0·BCE. Everyth
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -45,6 +47,33 @@ def per_slot_terms(draft_logits: torch.Tensor, teacher_logits: torch.Tensor, tar
     return terms
 
 
+SlotTerms = Callable[..., dict[str, torch.Tensor]]
+
+
+def slot_terms_fn(backend: str | Callable = "eager") -> SlotTerms:
+    """`per_slot_terms`, compiled with a torch.compile backend unless "eager". The vocabulary-wide softmax / L1 / CE
+    chain is memory-bound ([B, N, γ, V] fp32 several times over); inductor fuses it into a few passes. Shapes are
+    static in training (N anchors padded, fixed batch), so it compiles once per mode. A backend that fails on the
+    first call falls back to eager with a warning instead of ending the run."""
+    if backend == "eager":
+        return per_slot_terms
+    compiled = torch.compile(per_slot_terms, backend=backend, dynamic=False)
+    state = {"fn": compiled, "checked": False}
+
+    def terms(*args: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        if state["checked"]:
+            return state["fn"](*args)
+        try:
+            out = compiled(*args)
+        except Exception as error:  # noqa: BLE001 - any compiler failure: train on, uncompiled
+            logging.getLogger(__name__).warning("loss backend %r failed (%s); using eager", backend, error)
+            state["fn"], out = per_slot_terms, per_slot_terms(*args)
+        state["checked"] = True
+        return out
+
+    return terms
+
+
 def analytic_tau(accept_rate: torch.Tensor, eval_mask: torch.Tensor) -> torch.Tensor:
     """Mean over blocks with a supervised slot of 1 + Σ_k Π_{i≤k} α_i·e_i (accept_rate, eval_mask [..., γ])."""
     e = eval_mask.float()
@@ -55,9 +84,11 @@ def analytic_tau(accept_rate: torch.Tensor, eval_mask: torch.Tensor) -> torch.Te
 
 def dspark_loss(draft_logits: torch.Tensor, teacher_logits: torch.Tensor, target_ids: torch.Tensor,
                 confidence_logits: torch.Tensor | None, loss_weights: torch.Tensor, eval_mask: torch.Tensor,
-                weights: LossWeights = LossWeights(), denominator: torch.Tensor | None = None) -> LossTerms:
-    """The weighted loss over blocks. `denominator` overrides Σw (e.g. the global Σw all-reduced over ranks)."""
-    terms = per_slot_terms(draft_logits, teacher_logits, target_ids, confidence_logits)
+                weights: LossWeights = LossWeights(), denominator: torch.Tensor | None = None,
+                terms_fn: SlotTerms = per_slot_terms) -> LossTerms:
+    """The weighted loss over blocks. `denominator` overrides Σw (e.g. the global Σw all-reduced over ranks);
+    `terms_fn` is `per_slot_terms` or its compiled form (`slot_terms_fn`)."""
+    terms = terms_fn(draft_logits, teacher_logits, target_ids, confidence_logits)
     w = loss_weights.float()
     den = w.sum() if denominator is None else denominator
     nums = {name: (w * terms[key]).sum() for name, key in (("ce", "ce"), ("l1", "l1"), ("confidence", "bce"))

@@ -24,7 +24,7 @@ from dspark.model.draft import DSparkDraft
 from dspark.train.blocks import build_blocks, sample_anchors
 from dspark.train.forward import draft_forward, teacher_logits
 from dspark.train.hidden import HiddenStateSource, get_batch
-from dspark.train.loss import LossWeights, dspark_loss
+from dspark.train.loss import LossWeights, dspark_loss, slot_terms_fn
 from dspark.train.state import Position, latest_checkpoint, load_checkpoint, save_checkpoint
 
 METRICS = "metrics.jsonl"
@@ -41,6 +41,7 @@ class StepMetrics:
     lr: float
     grad_norm: float
     tokens_per_s: float  # sequence tokens through the draft per second (all ranks)
+    step_s: float  # wall time of this optimiser step
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,7 @@ def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, ou
         model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     use_bf16 = config.bf16 if config.bf16 is not None else device.type == "cuda"
     weights = LossWeights(config.ce_weight, config.l1_weight, config.confidence_weight, config.decay)
+    terms_fn = slot_terms_fn(config.loss_backend)
     cfg = draft.config
     history: list[StepMetrics] = []
     end = config.steps if stop_after is None else min(config.steps, position.step + stop_after)
@@ -137,7 +139,7 @@ def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, ou
                 outputs = model(features, blocks)
             teacher = teacher_logits(draft.lm_head, last_hidden, blocks)
             terms = dspark_loss(outputs.logits, teacher, blocks.target_ids, outputs.confidence_logits,
-                                blocks.loss_weights, blocks.eval_mask, weights, denominator=den)
+                                blocks.loss_weights, blocks.eval_mask, weights, denominator=den, terms_fn=terms_fn)
             (terms.total * world).backward()  # DDP averages gradients; the global denominator already normalises
             for key, value in (("loss", terms.total), ("ce", terms.ce), ("l1", terms.l1),
                                ("confidence", terms.confidence)):
@@ -154,8 +156,9 @@ def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, ou
             dist.all_reduce(stats)
             sums.update(zip(("loss", "ce", "l1", "confidence", "tau"), stats.tolist()))
         tokens = sum(int(b.keep.shape[0]) * int(f.shape[1]) for f, _, b in micro) * world
+        step_s = max(time.perf_counter() - tick, 1e-9)
         metrics = StepMetrics(step + 1, sums["loss"], sums["ce"], sums["l1"], sums["confidence"], sums["tau"],
-                              scheduler.get_last_lr()[0], grad_norm, tokens / max(time.perf_counter() - tick, 1e-9))
+                              scheduler.get_last_lr()[0], grad_norm, tokens / step_s, step_s)
         history.append(metrics)
         bar.set_postfix(loss=f"{metrics.loss:.4f}", tau=f"{metrics.tau:.2f}", tok_s=f"{metrics.tokens_per_s:.0f}")
         bar.update(1)
