@@ -153,16 +153,31 @@ def slow_method(clock: FakeClock, name: str, seconds_per_call: float, **kwargs) 
 def test_a_method_over_its_budget_is_cut_at_that_level_and_runs_afresh_at_the_next():
     clock = FakeClock()
     settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=4, num_prompts=4, warmup_tokens=1,
-                                  method_budget_s=35.0)
+                                  method_budget_s=25.0)
     methods = [slow_method(clock, "plain", 1.0), slow_method(clock, "hf-dynamic", 10.0)]
     rows = by_key(run_matrix(methods, PROMPTS, settings, "code", clock=clock))
     assert (rows[("plain", "none", 1)].status, rows[("plain", "none", 1)].seconds) == ("ok", 4.0)
-    slow = rows[("hf-dynamic", "none", 1)]  # warm-up 10 s, then two waves of 10 s; the third would pass 35 s
+    slow = rows[("hf-dynamic", "none", 1)]  # warm-up 10 s (not billed), then two waves of 10 s; a third passes 25 s
     assert (slow.status, slow.requests, slow.new_tokens, slow.seconds) == ("timeout", 2, 8, 20.0)
     assert "after 2 of 4 requests" in slow.note
-    batched = rows[("hf-dynamic", "none", 2)]  # its own 35 s: warm-up 10 s + two waves of 2 requests at 10 s each
+    batched = rows[("hf-dynamic", "none", 2)]  # its own 25 s: two waves of 2 requests at 10 s each
     assert (batched.status, batched.requests, batched.seconds) == ("ok", 4, 20.0)
     assert rows[("plain", "none", 2)].status == "ok"
+
+
+def test_a_long_warm_up_is_not_billed_to_the_method_budget():
+    clock = FakeClock()  # a 60 s warm-up (compilation, graph capture or a step-cost table), then 1 s waves
+    calls = []
+
+    def run(prompts, concurrency, max_new_tokens, seconds_left):
+        calls.append(seconds_left)
+        clock.now += 60.0 if len(calls) == 1 else 1.0
+        return [Output(tuple(range(max_new_tokens))) for _ in prompts]
+
+    rows = run_matrix([Method("hf-static", run)], PROMPTS, ThroughputSettings(
+        (1,), 4, num_prompts=2, warmup_tokens=1, method_budget_s=10.0, deadline_s=100.0), "code", clock=clock)
+    assert (rows[0].status, rows[0].requests, rows[0].seconds) == ("ok", 2, 2.0)
+    assert calls[0] == 100.0  # the warm-up may take up to the run's deadline
 
 
 def test_the_run_deadline_skips_what_is_left_and_errors_become_rows():

@@ -6,8 +6,9 @@ requests (the prompts in order, repeated when there are more requests than promp
 the first wave (excluded), the timed waves (synchronised on CUDA by the caller's `sync`), and a row with tokens/s,
 mean τ and, at T = 0, whether our speculative outputs equal our plain outputs token for token. Our engine's methods
 run at every level before the peers. A method that runs past its time budget at a level is cut there and marked
-"timeout" (each level has its own budget: a peer too slow at batch 1 is still measured batched); the run's deadline
-skips whatever is left. It does not load models, pick prompts or
+"timeout" (each level has its own budget: a peer too slow at batch 1 is still measured batched; the warm-up, where
+compilation, graph capture and Algorithm 1's step-cost table land, is not billed to it); the run's deadline skips
+whatever is left. It does not load models, pick prompts or
 print.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ class ThroughputSettings:
     waves: int = 1  # at concurrency C > 1, at least C · waves requests
     warmup_tokens: int = 16
     threshold: float = 0.3  # the "threshold" scheduler's confidence cut
-    method_budget_s: float = 600.0  # per method, scheduler and level, warm-ups included
+    method_budget_s: float = 600.0  # per method, scheduler and level: the timed waves (the warm-up is not billed)
     deadline_s: float | None = None  # the whole matrix
     seed: int = 0
 
@@ -102,7 +103,10 @@ class _Budget:
     def left(self, key: tuple[str, str, int], running: float = 0.0) -> float:
         """Seconds `key` may still run, `running` seconds into a measurement not yet added to `used`."""
         left = self.method_s - self.used.get(key, 0.0) - running
-        return left if self.deadline is None else min(left, self.deadline - self.clock())
+        return left if self.deadline is None else min(left, self.until_deadline())
+
+    def until_deadline(self) -> float | None:
+        return None if self.deadline is None else self.deadline - self.clock()
 
 
 def _no_sync() -> None:
@@ -111,13 +115,15 @@ def _no_sync() -> None:
 
 def _measure(method: Method, requests: list[list[int]], concurrency: int, settings: ThroughputSettings,
              budget: _Budget, sync: Callable[[], None]) -> tuple[list[Output], float, bool]:
-    """(outputs of the requests that finished, their timed seconds, whether the budget cut the run)."""
+    """(outputs of the requests that finished, their timed seconds, whether the budget cut the run). The warm-up
+    (where one-time costs land: compilation, graph capture, Algorithm 1's step-cost table) is bounded by the run's
+    deadline only; the method's budget bills the timed waves."""
     clock, key = budget.clock, (*method.key, concurrency)
+    if settings.warmup_tokens:
+        method.run(requests[:concurrency], concurrency, min(settings.warmup_tokens, settings.max_new_tokens),
+                   budget.until_deadline())
     began = clock()
     try:
-        if settings.warmup_tokens:
-            method.run(requests[:concurrency], concurrency, min(settings.warmup_tokens, settings.max_new_tokens),
-                       budget.left(key))
         size = len(requests) if method.whole else concurrency
         outputs: list[Output] = []
         seconds = 0.0

@@ -33,8 +33,9 @@ THROUGHPUT_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--threshold",), dict(type=float, default=0.3, help="the threshold scheduler's confidence cut (default 0.3)")),
     (("--temperature",), dict(type=float, default=0.0, help="0 is greedy (default); losslessness is checked at 0")),
     (("--warmup-tokens",), dict(type=int, default=16, help="tokens of the untimed warm-up per method and level")),
-    (("--method-budget",), dict(type=float, default=600.0, help="seconds per method and concurrency level, warm-ups "
-                                                                "included, before it is cut (default 600)")),
+    (("--method-budget",), dict(type=float, default=600.0,
+                                help="seconds of timed waves per method and concurrency level before it is cut (the "
+                                     "warm-up is not billed; default 600)")),
     (("--deadline",), dict(type=float, help="seconds for the whole matrix; what is left after it is skipped")),
     (("--engine",), dict(default="auto", choices=("auto", "batch", "sequential"),
                          help="our engine: batch (dspark.engine.batch), sequential (the batch-1 loop), auto")),
