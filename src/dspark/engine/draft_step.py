@@ -59,7 +59,7 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
         prevs.append(prev)
         if head is not None:
             bias, state = head.step(prev, hidden[:, k], state)  # [N, V]
-            logits = logits + bias.float()
+            logits = logits + bias  # [N, V] fp32: the add promotes the bias exactly, no separate cast kernel
         if config.greedy:
             token = logits.argmax(-1)  # [N]
         else:
