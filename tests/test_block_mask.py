@@ -70,3 +70,21 @@ def test_anchor_sampling_keeps_only_valid_anchors_and_pads_with_dummies():
     many = torch.ones(1, 600, dtype=torch.long)
     anchors, keep = sample_anchors(many, 512, torch.Generator().manual_seed(0))
     assert keep.all() and anchors.unique().numel() == 512 and bool((anchors[0, 1:] > anchors[0, :-1]).all())
+
+
+def test_flex_block_mask_gives_the_same_attention_as_the_dense_sdpa_mask_dummy_blocks_included():
+    import torch.nn.functional as F
+    from torch.nn.attention.flex_attention import flex_attention
+
+    from dspark.train.blocks import flex_block_mask, sdpa_mask
+
+    seq_len, gamma = 40, 3
+    anchors = torch.tensor([[3, 10, 20, 30, 0], [5, 6, 7, 0, 0]])
+    keep = torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 0, 0]]).bool()  # padding blocks (dummies) at the end
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 4, 5 * gamma, 16, generator=gen)
+    k, v = (torch.randn(2, 2, seq_len + 5 * gamma, 16, generator=gen) for _ in range(2))
+    dense = sdpa_mask(block_attention_mask(anchors, keep, seq_len, gamma), keep, seq_len, gamma)
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=dense, enable_gqa=True)
+    got = flex_attention(q, k, v, block_mask=flex_block_mask(anchors, keep, seq_len, gamma), enable_gqa=True)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)

@@ -114,14 +114,14 @@ def _new_draft(model, mode: str) -> DSparkDraft:
 
 
 def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0, lr: float = 6e-4,
-                modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager") -> dict:
+                modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager", attention: str = "auto") -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
     dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)"""
     model, _ = load_target(work, torch.bfloat16)
     examples = read_examples(work / "regen.jsonl", max_length=1024)
     base = dict(lr=lr, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10,
-                loss_backend=backend)
+                loss_backend=backend, attention=attention)
     plan_file = work / "train-plan.json"
     results = {}
     reference = _new_draft(model, "dspark")  # the shape the MFU estimate counts
@@ -130,7 +130,8 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
         steps = json.loads(plan_file.read_text())["steps"]
     if not steps:
         raise SystemExit("give --steps (no train-plan.json from an earlier train call in --work)")
-    write_json(plan_file, {"steps": steps, "lr": lr, "batch": batch, "anchors": anchors, "loss_backend": backend})
+    write_json(plan_file, {"steps": steps, "lr": lr, "batch": batch, "anchors": anchors, "loss_backend": backend,
+                           "attention": attention})
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in modes:
         draft = _new_draft(model, mode)
@@ -302,6 +303,8 @@ def main() -> None:
                         help="peak learning rate (the shipped draft: 2e-3; see benchmarks/results/testbed_lr_sweep/)")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--modes", default="dspark,dflash", help="which drafts the train stage trains, in order")
+    parser.add_argument("--attention", default="auto", choices=("auto", "sdpa", "flex"),
+                        help="block attention in training (auto: FlexAttention on CUDA; run 2 used SDPA)")
     parser.add_argument("--loss-backend", default="inductor" if DEVICE == "cuda" else "eager",
                         help="torch.compile backend for the training loss (eager: none)")
     parser.add_argument("--assistant-seconds", type=float, default=60)
@@ -324,7 +327,7 @@ def main() -> None:
             summary.update(stage_pack(args.work, args.out))
         elif stage == "train":
             summary["train"] = stage_train(args.work, args.out, args.batch, args.anchors, args.steps, args.lr,
-                                           tuple(args.modes.split(",")), args.loss_backend)
+                                           tuple(args.modes.split(",")), args.loss_backend, args.attention)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "eval":

@@ -232,6 +232,7 @@ class TrainConfig:
     save_every: int = 0  # 0: only at the end
     bf16: bool | None = None  # None: bf16 autocast on CUDA, fp32 elsewhere
     loss_backend: str = "eager"  # or a torch.compile backend ("inductor" fuses the vocabulary-wide loss on GPU)
+    attention: str = "auto"  # block attention: "sdpa" (dense mask), "flex" (block mask), "auto" (flex on CUDA)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(self.betas))
@@ -241,6 +242,8 @@ class TrainConfig:
             raise ConfigError("warmup_ratio must be in [0, 1)")
         if self.lr <= 0:
             raise ConfigError("lr must be > 0")
+        if self.attention not in ("auto", "sdpa", "flex"):
+            raise ConfigError(f"attention must be auto, sdpa or flex, got {self.attention!r}")
 
     @classmethod
     def dflash(cls, **kw: Any) -> "TrainConfig":

@@ -9,7 +9,7 @@ import torch
 from safetensors.torch import save_file
 
 from dspark import Target
-from dspark.config import TrainConfig
+from dspark.config import ConfigError, TrainConfig
 from dspark.model.draft import DSparkDraft
 from dspark.testbed.random_pair import draft_config_for, tiny_target
 from dspark.train.blocks import build_blocks
@@ -136,3 +136,29 @@ def test_a_loss_backend_that_fails_falls_back_to_eager(caplog):
     out = terms(logits, teacher, ids, None)
     assert torch.equal(out["l1"], per_slot_terms(logits, teacher, ids, None)["l1"])
     assert "failed" in caplog.text
+
+
+def test_flex_attention_forward_equals_sdpa_with_a_padded_context_and_cpu_training_uses_sdpa():
+    from dspark.train.blocks import sample_anchors
+    from dspark.train.forward import draft_forward
+    from dspark.train.hidden import get_batch
+    from dspark.train.trainer import resolve_attention
+
+    model, cfg, examples = _setup()
+    source = OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples)
+    draft = _draft(model, cfg)
+    hs = get_batch(source, [0, 1, 2])  # 40 tokens: flex pads the context to 128
+    anchors, keep = sample_anchors(hs.loss_mask, 12, torch.Generator().manual_seed(0))
+    blocks = build_blocks(hs.input_ids, hs.loss_mask, anchors, keep, cfg.block_size, cfg.mask_token_id)
+    with torch.no_grad():  # FlexAttention has no backward on CPU; on CUDA it is compiled
+        dense = draft_forward(draft, hs.features, blocks, "sdpa")
+        flex = draft_forward(draft, hs.features, blocks, "flex")
+    real = blocks.keep[..., None, None]
+    torch.testing.assert_close(flex.logits * real, dense.logits * real, atol=1e-4, rtol=0)
+    torch.testing.assert_close(flex.confidence_logits * real[..., 0], dense.confidence_logits * real[..., 0],
+                               atol=1e-4, rtol=0)
+    assert resolve_attention("auto", torch.device("cpu")) == "sdpa"
+    with pytest.raises(ConfigError, match="CUDA"):
+        resolve_attention("flex", torch.device("cpu"))
+    with pytest.raises(ConfigError, match="attention"):
+        TrainConfig(attention="dense")

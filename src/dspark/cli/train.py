@@ -54,6 +54,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in --out")
     fit.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32", help="target dtype")
+    fit.add_argument("--attention", choices=("auto", "sdpa", "flex"), default="auto",
+                     help="block attention: FlexAttention block mask on CUDA (auto), or SDPA with a dense mask")
     fit.add_argument("--loss-backend", default="eager",
                      help="torch.compile backend for the vocabulary-wide loss ('inductor' on GPU; default eager)")
 
@@ -144,7 +146,7 @@ def _fit(args) -> int:
     make = TrainConfig.dflash if args.mode == "dflash" else TrainConfig
     config = make(steps=args.steps, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
                   num_anchors=args.num_anchors, max_length=args.max_length, save_every=args.save_every,
-                  seed=args.seed, loss_backend=args.loss_backend)
+                  seed=args.seed, loss_backend=args.loss_backend, attention=args.attention)
     result = train(draft, source, config, args.out, resume=args.resume)
     if rank == 0:
         save_draft(draft, f"{args.out}/final")

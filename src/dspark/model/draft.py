@@ -7,6 +7,8 @@ sample, cache or compute losses: the engine and the trainer do.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -16,6 +18,14 @@ from dspark.model.heads import MARKOV_HEADS, ConfidenceHead
 from dspark.model.rope import RotaryEmbedding, apply_rotary
 
 LayerKV = tuple[torch.Tensor, torch.Tensor]  # keys, values: [B, H_kv, S, D] each (keys normed and rotated)
+
+
+@functools.cache
+def flex_attention_fn(cuda: bool):
+    """FlexAttention: compiled on CUDA (its fast path), eager elsewhere (a slow reference, for tests)."""
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention) if cuda else flex_attention
 
 
 class RMSNorm(nn.Module):
@@ -52,14 +62,19 @@ class DraftAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, context: LayerKV, cos: torch.Tensor, sin: torch.Tensor,
                 mask: torch.Tensor | None) -> torch.Tensor:
-        """x [B, T, d] (normed block states), context K/V [B, H_kv, S, D], mask [B, 1, T, S+T] bool or None."""
+        """x [B, T, d] (normed block states), context K/V [B, H_kv, S, D], mask [B, 1, T, S+T] bool, a FlexAttention
+        BlockMask over the same [T, S+T], or None."""
         b, t, _ = x.shape
         q = self.q_norm(self.q_proj(x).view(b, t, self.heads, self.head_dim)).transpose(1, 2)  # [B, H, T, D]
         q = apply_rotary(q, cos, sin)
         k, v = self.project_kv(x, cos, sin)  # [B, H_kv, T, D]
         keys = torch.cat([context[0], k], dim=2)  # [B, H_kv, S+T, D]
         values = torch.cat([context[1], v], dim=2)
-        out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=self.heads != self.kv_heads)
+        if mask is None or isinstance(mask, torch.Tensor):
+            out = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, enable_gqa=self.heads != self.kv_heads)
+        else:  # a FlexAttention BlockMask (training); flex has no autocast rule, so one dtype for q, k, v
+            out = flex_attention_fn(q.is_cuda)(q.to(values.dtype), keys.to(values.dtype), values, block_mask=mask,
+                                               enable_gqa=self.heads != self.kv_heads)
         return self.o_proj(out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim))
 
 

@@ -2,7 +2,8 @@
 
 A valid anchor p has loss_mask[p] = loss_mask[p+1] = 1 (p ≤ S−2). Block j is [x_p, MASK × (γ−1)] at positions
 p … p+γ−1; slot k is supervised with x_{p+k+1} ("sample from anchor") while the cumulative-product eval mask holds.
-A block sees the context strictly before its anchor and its whole own block (bidirectional), nothing else.
+A block sees the context strictly before its anchor and its whole own block (bidirectional), nothing else: as a dense
+mask for SDPA (`sdpa_mask`) or as a FlexAttention block mask (`flex_block_mask`).
 DFlash mode (the comparison baseline) uses the same block inputs but slot k predicts x_{p+k}: slot 0 predicts
 nothing, so the label arrays cover slots 1 … γ−1 only. Pure tensor bookkeeping: no model, no loss.
 """
@@ -26,6 +27,7 @@ class Blocks:
     loss_weights: torch.Tensor  # [B, N, γ] eval_mask · exp(−k / decay)
     attention_mask: torch.Tensor  # [B, N·γ, S + N·γ] bool, the semantic mask (dummy blocks see nothing)
     keep: torch.Tensor  # [B, N] bool, real (not padding) blocks
+    anchors: torch.Tensor  # [B, N] anchor positions p
 
 
 def valid_anchor_mask(loss_mask: torch.Tensor) -> torch.Tensor:
@@ -77,6 +79,22 @@ def sdpa_mask(attention_mask: torch.Tensor, keep: torch.Tensor, seq_len: int, bl
     return mask[:, None]
 
 
+def flex_block_mask(anchors: torch.Tensor, keep: torch.Tensor, seq_len: int, block_size: int):
+    """The same visibility as `sdpa_mask` as a FlexAttention `BlockMask` over N·γ queries and S + N·γ keys: block j
+    sees context positions < p_j (when kept) and its own γ slots. Tiles nobody sees are skipped, so the cost follows
+    the visible area instead of the dense [N·γ, S + N·γ] rectangle."""
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    b, n = anchors.shape
+
+    def visible(batch, head, q, kv):
+        block = q // block_size
+        context = (kv < seq_len) & (kv < anchors[batch, block]) & keep[batch, block]
+        return context | ((kv >= seq_len) & ((kv - seq_len) // block_size == block))
+
+    return create_block_mask(visible, b, None, n * block_size, seq_len + n * block_size, device=anchors.device)
+
+
 def build_blocks(input_ids: torch.Tensor, loss_mask: torch.Tensor, anchors: torch.Tensor, keep: torch.Tensor,
                  block_size: int, mask_token_id: int, decay: float = 4.0, mode: str = "dspark") -> Blocks:
     """Everything a training forward needs for the given anchors (see module doc). Label-side arrays have
@@ -111,4 +129,5 @@ def build_blocks(input_ids: torch.Tensor, loss_mask: torch.Tensor, anchors: torc
         loss_weights=weights,
         attention_mask=block_attention_mask(anchors, keep, s, block_size),
         keep=keep,
+        anchors=anchors,
     )

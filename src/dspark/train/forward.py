@@ -9,10 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from dspark.model.draft import DSparkDraft
-from dspark.train.blocks import Blocks, sdpa_mask
+from dspark.train.blocks import Blocks, flex_block_mask, sdpa_mask
+
+FLEX_PAD = 128  # flex pads the context to a multiple of this, so a run compiles a handful of shapes, not one per length
 
 
 @dataclass(frozen=True)
@@ -23,13 +26,21 @@ class DraftOutputs:
     confidence_logits: torch.Tensor | None  # [B, N, γ]
 
 
-def draft_forward(draft: DSparkDraft, features: torch.Tensor, blocks: Blocks) -> DraftOutputs:
-    """features [B, S, m·d] from the target; blocks for N anchors of γ slots."""
+def draft_forward(draft: DSparkDraft, features: torch.Tensor, blocks: Blocks, attention: str = "sdpa") -> DraftOutputs:
+    """features [B, S, m·d] from the target; blocks for N anchors of γ slots; attention "sdpa" (dense mask) or
+    "flex" (block mask; the context is zero-padded, and no block sees the padding, which lies past every anchor)."""
     b, s, _ = features.shape
     n, gamma = blocks.block_ids.shape[1:]
+    positions = blocks.positions[:, :s]  # [B, S]
+    if attention == "flex":
+        extra = -s % FLEX_PAD
+        features = F.pad(features, (0, 0, 0, extra))  # [B, S', m·d]
+        positions = torch.cat([positions, torch.arange(s, s + extra, device=positions.device).expand(b, -1)], 1)
+        mask = flex_block_mask(blocks.anchors, blocks.keep, s + extra, gamma)
+    else:
+        mask = sdpa_mask(blocks.attention_mask, blocks.keep, s, gamma)  # [B, 1, N·γ, S+N·γ]
     context = draft.fuse(features.to(draft.fc.weight.dtype))  # [B, S, d]
-    kv = draft.context_kv(context, blocks.positions[:, :s])
-    mask = sdpa_mask(blocks.attention_mask, blocks.keep, s, gamma)  # [B, 1, N·γ, S+N·γ]
+    kv = draft.context_kv(context, positions)
     hidden = draft(blocks.block_ids.reshape(b, n * gamma), blocks.positions[:, s:], kv, mask)
     hidden = hidden.view(b, n, gamma, -1)[:, :, blocks.slot_offset:]  # [B, N, P, d] the predicting slots
     logits = draft.base_logits(hidden)  # [B, N, γ, V]

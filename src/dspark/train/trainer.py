@@ -8,7 +8,9 @@ uninterrupted run saw. Hidden states come from any `HiddenStateSource` (online t
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import logging
 import math
 import os
 import time
@@ -19,7 +21,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from dspark.config import TrainConfig
+from dspark.config import ConfigError, TrainConfig
 from dspark.model.draft import DSparkDraft
 from dspark.train.blocks import build_blocks, sample_anchors
 from dspark.train.forward import draft_forward, teacher_logits
@@ -54,12 +56,39 @@ class TrainResult:
 class _Forward(nn.Module):
     """What DDP wraps: the draft's training forward (DDP hooks only a module's forward)."""
 
-    def __init__(self, draft: DSparkDraft):
+    def __init__(self, draft: DSparkDraft, attention: str):
         super().__init__()
-        self.draft = draft
+        self.draft, self.attention = draft, attention
 
     def forward(self, features, blocks):
-        return draft_forward(self.draft, features, blocks)
+        return draft_forward(self.draft, features, blocks, self.attention)
+
+
+def resolve_attention(choice: str, device: torch.device) -> str:
+    """"auto": FlexAttention on CUDA when a small compiled forward + backward runs there, else SDPA."""
+    if choice == "flex" and device.type != "cuda":
+        raise ConfigError("attention='flex' trains on CUDA only (FlexAttention has no backward on CPU); use 'sdpa' "
+                          "or 'auto'")
+    if choice != "auto":
+        return choice
+    return "flex" if device.type == "cuda" and _flex_runs(device) else "sdpa"
+
+
+@functools.cache
+def _flex_runs(device: torch.device) -> bool:
+    from dspark.model.draft import flex_attention_fn
+    from dspark.train.blocks import flex_block_mask
+
+    try:
+        q = torch.randn(1, 4, 256, 64, device=device, dtype=torch.bfloat16, requires_grad=True)
+        k, v = (torch.randn(1, 2, 384, 64, device=device, dtype=torch.bfloat16) for _ in range(2))
+        anchors = torch.arange(0, 128, 4, device=device)[None]  # [1, 32] blocks of 8 over a 128-token context
+        mask = flex_block_mask(anchors, torch.ones_like(anchors, dtype=torch.bool), 128, 8)
+        flex_attention_fn(True)(q, k, v, block_mask=mask, enable_gqa=True).sum().backward()
+        return True
+    except Exception as error:  # noqa: BLE001 - any compiler or kernel failure: train with SDPA instead
+        logging.getLogger(__name__).warning("FlexAttention does not run here (%s); training with SDPA", error)
+        return False
 
 
 def _world() -> tuple[int, int]:
@@ -102,7 +131,7 @@ def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, ou
     if out is not None and rank == 0:
         out.mkdir(parents=True, exist_ok=True)
         _truncate_metrics(out / METRICS, position.step)
-    model = _Forward(draft)
+    model = _Forward(draft, resolve_attention(config.attention, device))
     if world > 1:
         model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     use_bf16 = config.bf16 if config.bf16 is not None else device.type == "cuda"
