@@ -1,6 +1,7 @@
 """The training block mask: no leakage from later blocks or from context at/after the anchor."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
@@ -72,6 +73,7 @@ def test_anchor_sampling_keeps_only_valid_anchors_and_pads_with_dummies():
     assert keep.all() and anchors.unique().numel() == 512 and bool((anchors[0, 1:] > anchors[0, :-1]).all())
 
 
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")  # eager = the reference
 def test_flex_block_mask_gives_the_same_attention_as_the_dense_sdpa_mask_dummy_blocks_included():
     import torch.nn.functional as F
     from torch.nn.attention.flex_attention import flex_attention

@@ -138,6 +138,7 @@ def test_a_loss_backend_that_fails_falls_back_to_eager(caplog):
     assert "failed" in caplog.text
 
 
+@pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")  # eager = the reference
 def test_flex_attention_forward_equals_sdpa_with_a_padded_context_and_cpu_training_uses_sdpa():
     from dspark.train.blocks import sample_anchors
     from dspark.train.forward import draft_forward
