@@ -284,7 +284,8 @@ def ship(work: Path, out: Path, mode: str) -> None:
     subprocess.run(["split", "-b", "15000000", "-d", str(folder / "model.safetensors"), str(out / f"{mode}.part")],
                    check=True)
     shutil.copy(folder / "config.json", out / f"{mode}-config.json")
-    shutil.copy(work / mode / "metrics.jsonl", out / f"{mode}-metrics.jsonl")
+    if (work / mode / "metrics.jsonl").is_file():  # absent when a run is shorter than its logging interval
+        shutil.copy(work / mode / "metrics.jsonl", out / f"{mode}-metrics.jsonl")
 
 
 def main() -> None:
