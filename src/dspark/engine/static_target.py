@@ -150,12 +150,13 @@ class StaticTarget:
         positions = start[:, None] + torch.arange(t, device=ids.device)  # [B, T]
         x = self.backbone.embed_tokens(ids)  # [B, T, d]
         cos, sin = self.backbone.rotary_emb(x, positions)  # [B, T, D]
-        cos, sin = cos[:, None], signed_sin(sin)[:, None]  # [B, 1, T, D], shared by every layer
+        cos, sin_signed = cos[:, None], signed_sin(sin)[:, None]  # [B, 1, T, D], shared by every layer
         bias = causal_bias(positions, min(window or self.max_length, self.max_length), self.heads // self.kv_heads,
                            x.dtype)  # [B, 1, G·T, W]
         features = [x] if -1 in self.layer_ids else []
         for index, layer in enumerate(self.backbone.layers):
-            x = x + self._attention(index, rms_norm(layer.input_layernorm, x), cos, sin, positions, rows, bias)
+            x = x + self._attention(index, rms_norm(layer.input_layernorm, x), cos, sin_signed, positions, rows,
+                                    bias)
             x = x + layer.mlp(rms_norm(layer.post_attention_layernorm, x))
             if index in self.layer_ids:
                 features.append(x)

@@ -39,7 +39,7 @@ def draft_forward(draft: DSparkDraft, features: torch.Tensor, blocks: Blocks, at
         mask = flex_block_mask(blocks.anchors, blocks.keep, s + extra, gamma)
     else:
         mask = sdpa_mask(blocks.attention_mask, blocks.keep, s, gamma)  # [B, 1, N·γ, S+N·γ]
-    context = draft.fuse(features.to(draft.fc.weight.dtype))  # [B, S, d]
+    context = draft.fuse(features.to(draft.fc.weight.dtype))  # [B, S, d] (S' when padded for flex)
     kv = draft.context_kv(context, positions)
     hidden = draft(blocks.block_ids.reshape(b, n * gamma), blocks.positions[:, s:], kv, mask)
     hidden = hidden.view(b, n, gamma, -1)[:, :, blocks.slot_offset:]  # [B, N, P, d] the predicting slots
