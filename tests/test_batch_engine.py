@@ -26,7 +26,7 @@ def hf_greedy(model, prompt, n):
     return out[0, len(prompt):].tolist()
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen2", "mistral"])  # qwen2 / mistral: sliding windows of 8
 def test_static_target_equals_hf_target_for_prefill_and_ragged_verify_steps(arch):
     model = tiny_target(arch, vocab_size=300, num_layers=3, seed=1)
     layer_ids = (-1, 0, 1)
@@ -55,7 +55,7 @@ def test_static_target_equals_hf_target_for_prefill_and_ragged_verify_steps(arch
 
 def test_unsupported_target_architecture_is_refused_by_name():
     model = tiny_target("deepseek_v3", num_layers=2)
-    with pytest.raises(NotImplementedError, match="LlamaForCausalLM, Qwen3ForCausalLM"):
+    with pytest.raises(NotImplementedError, match="LlamaForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM"):
         StaticTarget(Target(model, (0,)), 2, 32)
 
 
@@ -114,7 +114,7 @@ def test_batched_greedy_equals_batch1_engine_tokens_and_stats_with_eos_and_refil
     assert any(r.tokens[-1] == EOS_ID and len(r.tokens) < 30 for r in eos_run)  # EOS stopped some rows early
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen2", "mistral"])
 def test_batched_random_draft_and_plain_loop_equal_hf_greedy(arch):
     model = tiny_target(arch, seed=3)
     cfg = draft_config_for(model, block_size=5, markov_head_type="gated")

@@ -47,8 +47,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--per-request-spec-metrics", default="summary", choices=("none", "summary", "detailed"),
                         help="metrics.speculative_decoding in each response, as vLLM's flag (default summary)")
     engine.add_argument("--threads", type=int,
-                        help="torch CPU threads (default: all CPU cores for the batched engine (Llama / Qwen3 "
-                             "targets), else CPU cores / --max-concurrency batch-1 workers)")
+                        help="torch CPU threads (default: all CPU cores for the batched engine (Llama / Qwen3 / Qwen2 / "
+                             "Mistral targets), else CPU cores / --max-concurrency batch-1 workers)")
     parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     parser.add_argument("--dry-run", action="store_true", help="load and check everything, print it, do not serve")
     parser.add_argument("--json", action="store_true", help="with --dry-run: print one JSON object")

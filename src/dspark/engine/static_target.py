@@ -4,7 +4,8 @@ A functional forward over the HF model's own submodules (embedding, decoder laye
 final norm, LM head, and the model's own rotary embedding so RoPE scaling matches), reporting logits and the
 features a DSpark draft reads, exactly as `Target.forward` does. Keys/values of the new tokens are written into
 cache rows at their absolute positions with no host sync; entries past a row's position are masked, so a rejected
-draft's stale entries need no cropping: the next round overwrites them. Supports Llama and Qwen3 targets only.
+draft's stale entries need no cropping: the next round overwrites them. Supports Llama, Qwen3, Qwen2 and Mistral
+targets, with full or sliding-window attention per layer (the window is a mask over the full cache: nothing is evicted).
 It does not sample, decide acceptance or track which rows are in use.
 """
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch.nn.functional as F
 from dspark.model.rope import rotate, signed_sin
 from dspark.model.target import Target
 
-SUPPORTED_TARGETS = ("LlamaForCausalLM", "Qwen3ForCausalLM")
+SUPPORTED_TARGETS = ("LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
 
 
 def check_supported(model: torch.nn.Module) -> None:
@@ -29,10 +30,22 @@ def check_supported(model: torch.nn.Module) -> None:
     if "dynamic" in rope_type or "longrope" in rope_type:
         raise NotImplementedError(f"the batched engine does not support {rope_type!r} RoPE (its frequencies change "
                                   f"with the sequence length); use dspark.generate")
-    types = getattr(model.config, "layer_types", None) or []
-    if any(t != "full_attention" for t in types):
-        raise NotImplementedError(f"the batched engine does not support sliding-window layers ({name} config "
-                                  f"layer_types {sorted(set(types))}); use dspark.generate")
+    layer_windows(model)
+
+
+def layer_windows(model: torch.nn.Module) -> tuple[int | None, ...]:
+    """Each decoder layer's sliding window (a key is visible when position − key < window), None for full attention:
+    from `config.layer_types` when the config has them, else `config.sliding_window` for every layer (Mistral)."""
+    cfg = model.config
+    count = int(cfg.num_hidden_layers)
+    types = getattr(cfg, "layer_types", None)
+    if not types:
+        return (getattr(cfg, "sliding_window", None),) * count
+    unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
+    if unknown:
+        raise NotImplementedError(f"the batched engine supports full and sliding-window attention layers, not "
+                                  f"{unknown}; use dspark.generate")
+    return tuple(int(cfg.sliding_window) if t == "sliding_attention" else None for t in types)
 
 
 def is_supported(model: torch.nn.Module) -> bool:
@@ -45,7 +58,8 @@ def is_supported(model: torch.nn.Module) -> bool:
 
 
 def rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """An HF Llama / Qwen3 RMSNorm module applied as one fused op (HF's forward is eight elementwise kernels)."""
+    """An HF Llama-style RMSNorm module (Llama, Qwen3, Qwen2, Mistral) applied as one fused op (HF's forward is eight
+    elementwise kernels)."""
     return F.rms_norm(x, norm.weight.shape, norm.weight, norm.variance_epsilon)
 
 
@@ -62,10 +76,15 @@ def attention_bias(visible: torch.Tensor, groups: int, dtype: torch.dtype) -> to
     return torch.zeros(grouped.shape, dtype=dtype, device=visible.device).masked_fill_(~grouped, float("-inf"))
 
 
-def causal_bias(positions: torch.Tensor, window: int, groups: int, dtype: torch.dtype) -> torch.Tensor:
-    """positions [B, T] -> bias [B, 1, G·T, window]: a query sees cache positions up to its own."""
-    keys = torch.arange(window, device=positions.device)  # [L]
-    return attention_bias((keys[None, None, :] <= positions[:, :, None])[:, None], groups, dtype)
+def causal_bias(positions: torch.Tensor, window: int, groups: int, dtype: torch.dtype,
+                sliding: int | None = None) -> torch.Tensor:
+    """positions [B, T] -> bias [B, 1, G·T, window]: a query sees cache positions up to its own (and, with a
+    sliding window, only the last `sliding` of them)."""
+    keys = torch.arange(window, device=positions.device)[None, None, :]  # [1, 1, L]
+    visible = keys <= positions[:, :, None]  # [B, T, L]
+    if sliding is not None:
+        visible &= keys > positions[:, :, None] - sliding
+    return attention_bias(visible[:, None], groups, dtype)
 
 
 def write_rows(cache: torch.Tensor, rows: torch.Tensor | None, positions: torch.Tensor, new: torch.Tensor) -> None:
@@ -101,6 +120,7 @@ class StaticTarget:
         check_supported(model)
         self.target, self.model = target, model
         self.layer_ids = target.layer_ids
+        self.windows = layer_windows(model)  # per layer: sliding window or None
         self.backbone = model.model
         cfg = model.config
         attn = self.backbone.layers[0].self_attn
@@ -151,12 +171,13 @@ class StaticTarget:
         x = self.backbone.embed_tokens(ids)  # [B, T, d]
         cos, sin = self.backbone.rotary_emb(x, positions)  # [B, T, D]
         cos, sin_signed = cos[:, None], signed_sin(sin)[:, None]  # [B, 1, T, D], shared by every layer
-        bias = causal_bias(positions, min(window or self.max_length, self.max_length), self.heads // self.kv_heads,
-                           x.dtype)  # [B, 1, G·T, W]
+        width = min(window or self.max_length, self.max_length)
+        biases = {w: causal_bias(positions, width, self.heads // self.kv_heads, x.dtype, w)
+                  for w in set(self.windows)}  # [B, 1, G·T, W] per distinct window, built once per forward
         features = [x] if -1 in self.layer_ids else []
         for index, layer in enumerate(self.backbone.layers):
             x = x + self._attention(index, rms_norm(layer.input_layernorm, x), cos, sin_signed, positions, rows,
-                                    bias)
+                                    biases[self.windows[index]])
             x = x + layer.mlp(rms_norm(layer.post_attention_layernorm, x))
             if index in self.layer_ids:
                 features.append(x)

@@ -120,6 +120,10 @@ class Target:
 
         if use_cache and self.cache is None:
             self.cache = DynamicCache(config=self.model.config)
+            if hasattr(self.cache, "activate_past_recording"):  # sliding-window layers keep what a rollback needs…
+                self.cache.activate_past_recording()
+        elif use_cache:
+            self.cache.crop(0)  # …until the round is settled: trim them back to their window (full layers: no-op)
         out = self.model(input_ids=input_ids, past_key_values=self.cache if use_cache else None,
                          use_cache=use_cache, output_hidden_states=True)
         hidden = out.hidden_states  # (embeddings, layer 0, …, final post-norm)

@@ -43,7 +43,8 @@ def spec_tokens_per_round(served: ServedModel, settings: ServeSettings) -> int:
 
 def start_scheduler(served: ServedModel, settings: ServeSettings,
                     metrics: ServerMetrics) -> BatchScheduler | WorkerPool:
-    """The batched engine's scheduler when it runs the served target (Llama / Qwen3), else batch-1 workers."""
+    """The batched engine's scheduler when it runs the served target (Llama / Qwen3 / Qwen2 / Mistral), else batch-1
+    workers."""
     if batching_supported(served):
         return BatchScheduler(served, settings.max_concurrency, settings.max_queue, metrics.set_queue)
     return WorkerPool(served.new_target, settings.max_concurrency, settings.max_queue, metrics.set_queue)

@@ -1,10 +1,10 @@
 """Scheduling with the batched engine: one engine thread decodes every running request in one shared batch.
 
-Used instead of `scheduler.WorkerPool` when the served target is one `BatchEngine` runs (Llama / Qwen3, see
-`batching_supported`); the HTTP side is the same (`submit`, `waiting`, `running`, `close`). The thread owns a
-`BatchEngine` built once at startup (max_batch = --max-concurrency rows, max_length = the served context + a block)
-and loops: take queued jobs into free rows of the open session, step one round, feed each request's new tokens to
-its job's `TokenSink` (text, stop strings, metrics, events), release finished rows, cancel rows whose stop string
+Used instead of `scheduler.WorkerPool` when the served target is one `BatchEngine` runs (Llama / Qwen3 / Qwen2 /
+Mistral, see `batching_supported`); the HTTP side is the same (`submit`, `waiting`, `running`, `close`). The thread
+owns a `BatchEngine` built once at startup (max_batch = --max-concurrency rows, max_length = the served context + a
+block) and loops: take queued jobs into free rows of the open session, step one round, feed each request's new tokens
+to its job's `TokenSink` (text, stop strings, metrics, events), release finished rows, cancel rows whose stop string
 matched or whose client went away (a job cancelled while queued is skipped, never run).
 
 Head-of-line rule: a session decodes with one set of sampling settings (temperature, top_p, top_k, seed). The queue

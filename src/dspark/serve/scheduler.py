@@ -1,10 +1,10 @@
 """Scheduling with batch-1 engines: one FIFO queue of requests and a pool of worker threads that take them in turn.
 
-Used for targets the batched engine cannot run (see `batch_scheduler`, which serves Llama / Qwen3 targets). Each
-worker owns one `Target` (its own KV cache over the shared HF model) and generates one sequence at a time; N workers
-give N concurrent sequences (`--max-concurrency`). The HTTP side only calls `submit` and reads the waiting / running
-counts, the same for both schedulers. A job cancelled while queued is skipped, never run; a
-running job sees its cancel flag between tokens and stops, which frees its worker.
+Used for targets the batched engine cannot run (see `batch_scheduler`, which serves Llama / Qwen3 / Qwen2 / Mistral
+targets). Each worker owns one `Target` (its own KV cache over the shared HF model) and generates one sequence at a
+time; N workers give N concurrent sequences (`--max-concurrency`). The HTTP side only calls `submit` and reads the
+waiting / running counts, the same for both schedulers. A job cancelled while queued is skipped, never run; a running
+job sees its cancel flag between tokens and stops, which frees its worker.
 """
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from torch import nn
 from dspark.config import DraftConfig
 from dspark.model.draft import DSparkDraft
 
-ARCHITECTURES = ("qwen3", "llama", "deepseek_v3")
+ARCHITECTURES = ("qwen3", "llama", "deepseek_v3", "qwen2", "mistral")
 
 
 def tiny_target(arch: str = "qwen3", vocab_size: int = 97, hidden_size: int = 64, num_layers: int = 4,
@@ -28,6 +28,13 @@ def tiny_target(arch: str = "qwen3", vocab_size: int = 97, hidden_size: int = 64
     elif arch == "llama":
         config = tf.LlamaConfig(num_key_value_heads=2, **common)
         cls = tf.LlamaForCausalLM
+    elif arch == "qwen2":  # q/k/v biases; sliding-window attention from layer 2 on (window 8, so tests reach it)
+        config = tf.Qwen2Config(num_key_value_heads=2, use_sliding_window=True, sliding_window=8, max_window_layers=2,
+                                **common)
+        cls = tf.Qwen2ForCausalLM
+    elif arch == "mistral":  # sliding-window attention in every layer (window 8)
+        config = tf.MistralConfig(num_key_value_heads=2, sliding_window=8, **common)
+        cls = tf.MistralForCausalLM
     elif arch == "deepseek_v3":  # MLA attention + routed/shared experts: the Kimi K2 family's architecture
         config = tf.DeepseekV3Config(
             num_key_value_heads=4, q_lora_rank=32, kv_lora_rank=16, qk_nope_head_dim=8, qk_rope_head_dim=8,
