@@ -144,11 +144,12 @@ def _new_draft(model, mode: str) -> DSparkDraft:
 
 def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0, lr: float = 6e-4,
                 modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager", attention: str = "auto",
-                save_every: int = 0, resume: bool = False) -> dict:
+                save_every: int = 0, resume: bool = False, dspark_weights: dict | None = None) -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
     dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)
-    `save_every` + `resume`: a run cut by the call's time limit continues from its last checkpoint in the next call."""
+    `save_every` + `resume`: a run cut by the call's time limit continues from its last checkpoint in the next call.
+    `dspark_weights`: CE / L1 weights of the DSpark loss when not the paper's 0.1 / 0.9."""
     model, _ = load_target(work, torch.bfloat16)
     examples = read_examples(work / "regen.jsonl", max_length=1024)
     base = dict(lr=lr, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10,
@@ -163,11 +164,12 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
         raise SystemExit("give --steps (no train-plan.json from an earlier train call in --work)")
     if not resume:
         write_json(plan_file, {"steps": steps, "lr": lr, "batch": batch, "anchors": anchors, "loss_backend": backend,
-                               "attention": attention})
+                               "attention": attention, **(dspark_weights or {})})
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in modes:
         draft = _new_draft(model, mode)
-        config = TrainConfig(steps=steps, **base) if mode == "dspark" else TrainConfig.dflash(steps=steps, **base)
+        config = TrainConfig(steps=steps, **base, **(dspark_weights or {})) if mode == "dspark" \
+            else TrainConfig.dflash(steps=steps, **base)
         run_dir = work / mode
         if not resume:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -345,6 +347,8 @@ def main() -> None:
                         help="peak learning rate (the shipped draft: 2e-3; see benchmarks/results/testbed_lr_sweep/)")
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--save-every", type=int, default=500, help="checkpoint interval of the train stage")
+    parser.add_argument("--ce-weight", type=float, default=0.1, help="DSpark loss: CE weight (the paper's 0.1)")
+    parser.add_argument("--l1-weight", type=float, default=0.9, help="DSpark loss: L1 weight (the paper's 0.9)")
     parser.add_argument("--resume", action="store_true",
                         help="train: continue each mode's run from its last checkpoint in --work")
     parser.add_argument("--modes", default="dspark,dflash", help="which drafts the train stage trains, in order")
@@ -376,7 +380,8 @@ def main() -> None:
         elif stage == "train":
             summary["train"] = stage_train(args.work, args.out, args.batch, args.anchors, args.steps, args.lr,
                                            tuple(args.modes.split(",")), args.loss_backend, args.attention,
-                                           args.save_every, args.resume)
+                                           args.save_every, args.resume,
+                                           {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight})
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "eval":
