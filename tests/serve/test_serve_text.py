@@ -75,13 +75,21 @@ def test_detokenizer_skips_special_tokens_and_flushes_an_incomplete_tail():
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.text(max_size=40))
-def test_detokenized_pieces_concatenate_to_the_text(text):
+@given(st.text(alphabet=st.characters(exclude_characters="\ufffd"), max_size=40))
+def test_detokenized_pieces_concatenate_to_the_text_and_never_show_a_partial_character(text):
+    """U+FFFD is excluded from the text: it is how a partial character would show."""
     ids = TOKENIZER(text, add_special_tokens=False)["input_ids"]
     detokenizer = IncrementalDetokenizer(TOKENIZER)
     pieces = [detokenizer.push(t) for t in ids] + [detokenizer.flush()]
     assert "".join(pieces) == text
     assert all("\ufffd" not in piece for piece in pieces)
+
+
+def test_a_genuine_replacement_character_in_the_text_comes_through_once():
+    ids = TOKENIZER("a\ufffdb", add_special_tokens=False)["input_ids"]
+    detokenizer = IncrementalDetokenizer(TOKENIZER)
+    pieces = [detokenizer.push(t) for t in ids] + [detokenizer.flush()]
+    assert "".join(pieces) == "a\ufffdb"
 
 
 def test_plain_chat_fallback_lists_the_turns_and_ends_with_the_assistant_cue():
