@@ -20,6 +20,7 @@ import torch
 
 from dspark.config import GenerationConfig
 from dspark.engine.generate import generate, generate_stream
+from dspark.engine.schedule import StepCostTable
 from dspark.engine.stats import GenerationStats, StatsRecorder
 from dspark.model.draft import DSparkDraft
 from dspark.model.target import Target
@@ -61,13 +62,14 @@ class Timed:
 
 
 def timed_generate(target: Target, draft: DSparkDraft | None, prompt: Sequence[int],
-                   config: GenerationConfig) -> Timed:
-    """`generate_stream` with the time to the first token split from the rest (the part drafting speeds up)."""
+                   config: GenerationConfig, cost: StepCostTable | None = None) -> Timed:
+    """`generate_stream` with the time to the first token split from the rest (the part drafting speeds up);
+    `cost`: schedule blocks with Algorithm 1 on this round-cost table."""
     recorder = StatsRecorder()
     tokens: list[int] = []
     began = time.perf_counter()
     first = None
-    for token in generate_stream(target, draft, list(prompt), config, recorder):
+    for token in generate_stream(target, draft, list(prompt), config, recorder, cost=cost):
         first = time.perf_counter() if first is None else first
         tokens.append(token)
     end = time.perf_counter()

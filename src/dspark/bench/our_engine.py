@@ -5,7 +5,8 @@ Two kinds behind one adapter (`OurEngine.generate`):
   batching), built once per concurrency level, its graphs all captured, outside the timed region, with the none /
   threshold / algorithm1 schedulers;
 - "sequential": the batch-1 `dspark.engine.generate.generate`, request after request (concurrency emulated: the same
-  requests decoded one at a time); it has the none and threshold schedulers, not Algorithm 1.
+  requests decoded one at a time), with the same three schedulers (Algorithm 1 on a round-cost table: draft block +
+  verify by width).
 "auto" takes the batch engine when it runs the target. `StepCosts` measures the verify step-cost table Algorithm 1
 needs, once. Nothing here times a run or compares outputs (that is `throughput.py`).
 """
@@ -57,8 +58,6 @@ class OurEngine:
         """Why this engine cannot run `scheduler` ("" when it can)."""
         if scheduler != "none" and (self.draft is None or not self.draft.config.enable_confidence_head):
             return f"the {scheduler} scheduler needs a draft with a confidence head"
-        if scheduler == "algorithm1" and self.kind == "sequential":
-            return "algorithm1 needs the batched engine (dspark.engine.batch); the batch-1 loop has no prefix scheduler"
         return ""
 
     def engine(self, max_batch: int) -> Any:
@@ -89,17 +88,17 @@ class OurEngine:
             from dspark.engine.batch_schedule import Scheduling
 
             return self.engine(concurrency).generate(prompts, config, Scheduling(scheduler, cost_table))
-        return [generate(self.target, self.draft, prompt, config) for prompt in prompts]
+        return [generate(self.target, self.draft, prompt, config, cost=cost_table if scheduler == "algorithm1" else None)
+                for prompt in prompts]
 
     def measure_step_costs(self, batches: Sequence[int]) -> StepCostTable:
         """Verify steps per second by total verify width (rows × (γ+1) widths): the batched engine's own timing at
         each batch size in `batches`, merged (a larger batch's reading wins a shared width); on the batch-1 loop,
-        the eager target forward at widths 1 … γ+1 after a 512-token context."""
-        gamma = self.draft.config.num_draft_tokens if self.draft is not None else 0
+        a whole round by verify width (draft block + eager target forward) after a 512-token context."""
         if self.kind == "sequential":
-            from dspark.bench.round_profile import verify_latency_ms
+            from dspark.bench.round_profile import round_cost_table
 
-            return StepCostTable.from_latency_ms(verify_latency_ms(self.target, range(1, gamma + 2)))
+            return round_cost_table(self.target, self.draft)
         engine = self.engine(max(batches))
         latency: dict[int, float] = {}
         for batch in sorted(batches):

@@ -1,5 +1,5 @@
 """Where the time of a decoding round goes: propose / verify / host per round, verify latency by width, and one draft
-step; the profile that explains a missed speed goal.
+step; the profile that explains a missed speed goal, and the batch-1 round-cost table Algorithm 1 schedules with.
 
 `profile_rounds` runs the batch-1 `dspark.engine.generate` unchanged and times its calls from outside: while it
 runs, the engine's `propose` and `DraftContextCache` names are swapped for timing wrappers and the `Target`'s
@@ -20,6 +20,7 @@ import torch
 import dspark.engine.generate as engine
 from dspark.config import GenerationConfig
 from dspark.engine.draft_step import DraftContextCache
+from dspark.engine.schedule import StepCostTable
 from dspark.model.draft import DSparkDraft
 from dspark.model.target import Target
 
@@ -170,3 +171,12 @@ def draft_step_ms(target: Target, draft: DSparkDraft, context_tokens: int = 512,
     config = GenerationConfig()
     propose(draft, cache, 5, config, None)  # warm-up
     return _median_ms(lambda: propose(draft, cache, 5, config, None), repeat, sync)
+
+
+def round_cost_table(target: Target, draft: DSparkDraft, context_tokens: int = 512, repeat: int = 5) -> StepCostTable:
+    """The batch-1 loop's Algorithm 1 table: one round's latency by verify width w = 1 … γ+1, i.e. one draft block
+    (paid whatever is verified) + one target forward of w tokens, so τ·SPS(w) is tokens per second of whole rounds.
+    Nearly flat on a GPU at batch 1; on a CPU a second verify token can double the target pass."""
+    drafting = draft_step_ms(target, draft, context_tokens, repeat)
+    verify = verify_latency_ms(target, range(1, draft.config.num_draft_tokens + 2), context_tokens, repeat)
+    return StepCostTable.from_latency_ms({w: drafting + ms for w, ms in verify.items()})

@@ -1,6 +1,7 @@
 """The speculative generation loop: prefill → draft → verify → accept → commit, as a token stream.
 
-One verify round: the draft proposes a block after the anchor (the last committed token), the scheduler may cut it,
+One verify round: the draft proposes a block after the anchor (the last committed token), the scheduler may cut it
+(the confidence threshold, or Algorithm 1 with a measured round-cost table, `bench.round_profile.round_cost_table`),
 the target scores [anchor, d_0 … d_{L−1}] in one pass, the accepted drafts and the target's bonus token are
 committed, the target KV cache is cropped to the kept rows and their features extend the draft's context cache.
 With drafting off (block_size 0, or no draft) the same loop is plain autoregressive decoding: L = 0 every round.
@@ -17,7 +18,7 @@ import torch
 from dspark.config import GenerationConfig
 from dspark.engine.draft_step import DraftContextCache, propose
 from dspark.engine.sampling import processed_probs, sample
-from dspark.engine.schedule import threshold_length
+from dspark.engine.schedule import StepCostTable, schedule_prefixes, survival, threshold_length
 from dspark.engine.stats import GenerationStats, StatsRecorder
 from dspark.engine.verify import Verdict, verify_greedy, verify_sampling
 from dspark.model.draft import DSparkDraft
@@ -66,8 +67,9 @@ def prepare_pair(target: Target, draft: DSparkDraft) -> None:
 
 def generate_stream(target: Target, draft: DSparkDraft | None, input_ids: Sequence[int] | torch.Tensor,
                     config: GenerationConfig = GenerationConfig(), recorder: StatsRecorder | None = None,
-                    calibration: torch.Tensor | None = None) -> Iterator[int]:
-    """Yield new tokens one by one as they are committed. `recorder` collects per-round acceptance."""
+                    calibration: torch.Tensor | None = None, cost: StepCostTable | None = None) -> Iterator[int]:
+    """Yield new tokens one by one as they are committed. `recorder` collects per-round acceptance. With `cost` (a
+    round-cost table, `round_cost_table`) and a confidence head, Algorithm 1 picks how many drafts to verify."""
     recorder = recorder if recorder is not None else StatsRecorder()
     prompt = _prompt_ids(input_ids, target.device)  # [1, P]
     gamma = _drafts_per_round(draft, config)
@@ -107,7 +109,10 @@ def generate_stream(target: Target, draft: DSparkDraft | None, input_ids: Sequen
             pending.clear()
             proposal = propose(draft, context, anchor, config, generator)
             length = min(gamma, room)
-            if config.confidence_threshold > 0 and proposal.confidence_logits is not None:
+            if cost is not None and proposal.confidence_logits is not None:
+                alive = survival(proposal.confidence_logits[:length], calibration)[None]  # [1, L]
+                length = schedule_prefixes(alive, cost)[0]
+            elif config.confidence_threshold > 0 and proposal.confidence_logits is not None:
                 length = min(length, threshold_length(proposal.confidence_logits, config.confidence_threshold,
                                                       calibration))
             drafts = proposal.tokens[:length].to(target.device)
@@ -139,9 +144,10 @@ def generate_stream(target: Target, draft: DSparkDraft | None, input_ids: Sequen
 
 
 def generate(target: Target, draft: DSparkDraft | None, input_ids: Sequence[int] | torch.Tensor,
-             config: GenerationConfig = GenerationConfig(), calibration: torch.Tensor | None = None) -> GenerationResult:
+             config: GenerationConfig = GenerationConfig(), calibration: torch.Tensor | None = None,
+             cost: StepCostTable | None = None) -> GenerationResult:
     """Collect the whole generation: new tokens, acceptance stats and wall time."""
     recorder = StatsRecorder()
     began = time.perf_counter()
-    tokens = list(generate_stream(target, draft, input_ids, config, recorder, calibration))
+    tokens = list(generate_stream(target, draft, input_ids, config, recorder, calibration, cost))
     return GenerationResult(tokens, recorder.freeze(), time.perf_counter() - began)
