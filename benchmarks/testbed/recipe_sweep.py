@@ -1,75 +1,124 @@
-"""Learning rate x initialisation sweep for a short draft training run, on the CPU testbed (issue #3 follow-up).
+"""One variant of a draft-training recipe sweep on the CPU testbed (issue #3 follow-ups). An experiment, not a feature.
 
-Why: the shipped SmolLM2 draft was trained 850 steps at lr 6e-4 and reached τ ≈ 1.5. This asks, on a target we can
-train here, whether a short run is held back by the learning rate or by the random initialisation of the draft
-layers (copying the target's first or last decoder layers into them, as EAGLE-style drafts often do).
-One variant per call (a fresh process each, 1 thread, regenerated data cached in /tmp/ab):
+Trains one testbed draft (the default `DraftRecipe`: 2 layers, block 7, 3 target layers, Markov rank 32, batch 4 ×
+64 anchors) with the given learning rate, initialisation, loss weights, mode, steps and seed, on regenerated data
+cached in /tmp/ab, and prints one JSON line: held-out greedy τ (replay) and the conditional acceptance per slot, and
+with --sampled also τ at temperature 1 (speculative sampling, one seed per prompt). --reuse evaluates the draft saved
+by an earlier run of the same NAME instead of training it again.
+One variant per process (1 thread), so two run side by side on two cores:
 
-    python benchmarks/testbed/lr_init_sweep.py NAME LR none|first|last STEPS
+    python benchmarks/testbed/recipe_sweep.py NAME [--lr 3e-3] [--init none|first|last] [--mode dspark|dflash]
+        [--ce 0.1 --l1 0.9] [--steps 240] [--seed 0] [--heldout 16] [--sampled] [--reuse]
 
-Prints one JSON line: held-out greedy τ (16 prompts, replay) of the trained draft. An experiment, not a feature.
+Sweeps run with it: learning rate × initialisation (`../results/testbed_lr_sweep/`) and CE / L1 weights against
+the DFlash-mode baseline (`../results/testbed_loss_weights/`).
 """
+import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 torch.set_num_threads(1)
-from dspark import Target
-from dspark.config import TrainConfig
-from dspark.formats.native import save_draft
-from dspark.model.draft import DSparkDraft
-from dspark.testbed.draft_build import (
-    DraftRecipe,
-    heldout_or_train_examples,
-    heldout_tau,
-)
-from dspark.testbed.target_build import build_target, load_target
-from dspark.train.data import Prompt, read_examples
-from dspark.train.hidden import OnlineHiddenStates
-from dspark.train.recipe import draft_config_from_target
-from dspark.train.regenerate import regenerate
-from dspark.train.trainer import train
+from dspark import Target, load_draft  # noqa: E402
+from dspark.config import GenerationConfig, TrainConfig  # noqa: E402
+from dspark.engine.generate import generate  # noqa: E402
+from dspark.engine.stats import GenerationStats  # noqa: E402
+from dspark.formats.native import save_draft  # noqa: E402
+from dspark.model.draft import DSparkDraft  # noqa: E402
+from dspark.testbed.draft_build import DraftRecipe, heldout_or_train_examples, heldout_tau  # noqa: E402
+from dspark.testbed.target_build import build_target, load_target  # noqa: E402
+from dspark.train.data import Prompt, read_examples  # noqa: E402
+from dspark.train.hidden import OnlineHiddenStates  # noqa: E402
+from dspark.train.recipe import draft_config_from_target  # noqa: E402
+from dspark.train.regenerate import regenerate  # noqa: E402
+from dspark.train.trainer import train  # noqa: E402
 
-variant, lr, init, steps = sys.argv[1], float(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-r = DraftRecipe()
-tdir = build_target()
-model, tok = load_target(tdir)
-Path("/tmp/ab").mkdir(exist_ok=True)
-data = Path("/tmp/ab/data.jsonl")
-if not data.is_file():
-    _, cut = heldout_or_train_examples(tdir, "train", r.prompts, r.prompt_tokens, 0)
-    regenerate(model, tok, [Prompt(f"{e.path}@{e.start}", text=e.prompt) for e in cut], data, batch_size=64,
-               max_new_tokens=r.response_tokens, max_length=512, progress=False)
-examples = read_examples(data)
-config = draft_config_from_target(model.config, num_layers=r.num_layers, block_size=r.block_size,
-                                  target_layers=r.target_layers, markov_rank=r.markov_rank,
-                                  mask_token_id=tok.convert_tokens_to_ids("<|mask|>"))
-torch.manual_seed(0)
-draft = DSparkDraft(config)
-draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
-layers = model.model.layers
-n = len(layers)
-src = {"none": [], "first": list(range(r.num_layers)), "last": list(range(n - r.num_layers, n))}[init]
-with torch.no_grad():
-    for j, i in enumerate(src):
-        t, d = layers[i], draft.layers[j]
-        for name in ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm"):
-            getattr(d.self_attn, name).weight.copy_(getattr(t.self_attn, name).weight)
-        for name in ("gate_proj", "up_proj", "down_proj"):
-            getattr(d.mlp, name).weight.copy_(getattr(t.mlp, name).weight)
-        d.input_layernorm.weight.copy_(t.input_layernorm.weight)
-        d.post_attention_layernorm.weight.copy_(t.post_attention_layernorm.weight)
-    if src:
-        draft.norm.weight.copy_(model.model.norm.weight)
-began = time.time()
-res = train(draft, OnlineHiddenStates(Target(model, config.target_layer_ids), examples),
-            TrainConfig(steps=steps, batch_size=r.batch_size, num_anchors=r.num_anchors, lr=lr, seed=0, max_length=512),
-            progress=False)
-out = Path(f"/tmp/ab/{variant}")
-save_draft(draft, out)
-stats = heldout_tau(tdir, out, count=16)
-print(json.dumps({"variant": variant, "lr": lr, "init": init, "steps": steps, "train_s": round(time.time() - began),
-                  "tau": round(stats.mean_acceptance_length, 3), "n_target_layers": n}), flush=True)
+
+def copy_target_layers(model, draft: DSparkDraft, init: str) -> None:
+    """Initialise the draft's decoder layers (and final norm) from the target's first or last layers."""
+    layers, n, k = model.model.layers, len(model.model.layers), len(draft.layers)
+    source = {"none": [], "first": list(range(k)), "last": list(range(n - k, n))}[init]
+    with torch.no_grad():
+        for j, i in enumerate(source):
+            t, d = layers[i], draft.layers[j]
+            for name in ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm"):
+                getattr(d.self_attn, name).weight.copy_(getattr(t.self_attn, name).weight)
+            for name in ("gate_proj", "up_proj", "down_proj"):
+                getattr(d.mlp, name).weight.copy_(getattr(t.mlp, name).weight)
+            d.input_layernorm.weight.copy_(t.input_layernorm.weight)
+            d.post_attention_layernorm.weight.copy_(t.post_attention_layernorm.weight)
+        if source:
+            draft.norm.weight.copy_(model.model.norm.weight)
+
+
+def sampled_tau(tdir: Path, draft_dir: Path, count: int, max_new_tokens: int = 64) -> GenerationStats:
+    """Speculative sampling at temperature 1 on the held-out prompts (seed i for prompt i)."""
+    model, _ = load_target(tdir)
+    draft = load_draft(draft_dir)
+    target = Target(model, draft.config.target_layer_ids)
+    _, examples = heldout_or_train_examples(tdir, "heldout", count, DraftRecipe().prompt_tokens, 0)
+    stats = GenerationStats((), ())
+    for i, example in enumerate(examples):
+        config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=1.0, seed=i)
+        stats = stats.merge(generate(target, draft, list(example.prompt_ids), config).stats)
+    return stats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name")
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--init", default="none", choices=("none", "first", "last"))
+    parser.add_argument("--mode", default="dspark", choices=("dspark", "dflash"))
+    parser.add_argument("--ce", type=float, default=0.1, help="DSpark CE weight (DFlash mode is CE 1.0 only)")
+    parser.add_argument("--l1", type=float, default=0.9, help="DSpark L1 weight")
+    parser.add_argument("--steps", type=int, default=240)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--heldout", type=int, default=16, help="held-out prompts for τ")
+    parser.add_argument("--sampled", action="store_true", help="also measure τ at temperature 1")
+    parser.add_argument("--reuse", action="store_true", help="evaluate /tmp/ab/NAME from an earlier run; no training")
+    args = parser.parse_args()
+
+    r = DraftRecipe()
+    tdir = build_target()
+    model, tok = load_target(tdir)
+    Path("/tmp/ab").mkdir(exist_ok=True)
+    data = Path("/tmp/ab/data.jsonl")
+    if not data.is_file():
+        _, cut = heldout_or_train_examples(tdir, "train", r.prompts, r.prompt_tokens, 0)
+        regenerate(model, tok, [Prompt(f"{e.path}@{e.start}", text=e.prompt) for e in cut], data, batch_size=64,
+                   max_new_tokens=r.response_tokens, max_length=512, progress=False)
+    examples = read_examples(data)
+    config = draft_config_from_target(model.config, num_layers=r.num_layers, block_size=r.block_size,
+                                      target_layers=r.target_layers, markov_rank=r.markov_rank,
+                                      mask_token_id=tok.convert_tokens_to_ids("<|mask|>"), mode=args.mode)
+    torch.manual_seed(args.seed)
+    draft = DSparkDraft(config)
+    draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
+    copy_target_layers(model, draft, args.init)
+    common = dict(steps=args.steps, batch_size=r.batch_size, num_anchors=r.num_anchors, lr=args.lr, seed=args.seed,
+                  max_length=512)
+    recipe = TrainConfig.dflash(**common) if args.mode == "dflash" else \
+        TrainConfig(ce_weight=args.ce, l1_weight=args.l1, **common)
+    began = time.time()
+    out = Path(f"/tmp/ab/{args.name}")
+    if not args.reuse:
+        train(draft, OnlineHiddenStates(Target(model, config.target_layer_ids), examples), recipe, progress=False)
+        save_draft(draft, out)
+    stats = heldout_tau(tdir, out, count=args.heldout)
+    sampled = {}
+    if args.sampled:
+        t1 = sampled_tau(tdir, out, args.heldout)
+        sampled = {"tau_t1": round(t1.mean_acceptance_length, 3),
+                   "per_position_t1": [round(a, 3) for a in t1.per_position(r.block_size)]}
+    print(json.dumps({"variant": args.name, "mode": args.mode, "lr": args.lr, "init": args.init,
+                      "ce": recipe.ce_weight, "l1": recipe.l1_weight, "steps": args.steps, "seed": args.seed,
+                      "train_s": round(time.time() - began), "heldout": args.heldout,
+                      "tau": round(stats.mean_acceptance_length, 3),
+                      "per_position": [round(a, 3) for a in stats.per_position(r.block_size)], **sampled}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
