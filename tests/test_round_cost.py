@@ -65,3 +65,13 @@ def test_algorithm1_with_sampling_keeps_the_seeded_output_reproducible():
     first = generate(target, draft, PROMPT, config, cost=rising).tokens
     assert generate(target, draft, PROMPT, config, cost=rising).tokens == first
     assert len(first) == 16
+
+
+def test_the_round_cost_table_never_gets_cheaper_with_width(monkeypatch):
+    import dspark.bench.round_profile as round_profile
+
+    _, target, draft = _pair(block_size=3)
+    monkeypatch.setattr(round_profile, "draft_step_ms", lambda *a, **k: 10.0)
+    monkeypatch.setattr(round_profile, "verify_latency_ms", lambda *a, **k: {1: 5.0, 2: 9.0, 3: 7.0, 4: 12.0})
+    table = round_cost_table(target, draft)
+    assert [round(1000.0 / r, 6) for r in table.rates] == [15.0, 19.0, 19.0, 22.0]  # the noisy dip at 3 is lifted

@@ -176,7 +176,12 @@ def draft_step_ms(target: Target, draft: DSparkDraft, context_tokens: int = 512,
 def round_cost_table(target: Target, draft: DSparkDraft, context_tokens: int = 512, repeat: int = 5) -> StepCostTable:
     """The batch-1 loop's Algorithm 1 table: one round's latency by verify width w = 1 … γ+1, i.e. one draft block
     (paid whatever is verified) + one target forward of w tokens, so τ·SPS(w) is tokens per second of whole rounds.
-    Nearly flat on a GPU at batch 1; on a CPU a second verify token can double the target pass."""
+    Nearly flat on a GPU at batch 1; on a CPU a second verify token can double the target pass. Latency is made
+    non-decreasing in width (the running maximum of the medians)."""
     drafting = draft_step_ms(target, draft, context_tokens, repeat)
     verify = verify_latency_ms(target, range(1, draft.config.num_draft_tokens + 2), context_tokens, repeat)
-    return StepCostTable.from_latency_ms({w: drafting + ms for w, ms in verify.items()})
+    latency, slowest = {}, 0.0
+    for width in sorted(verify):  # a wider verify never costs less: timing noise must not make a bump Algorithm 1
+        slowest = max(slowest, drafting + verify[width])  # would stop at, so the table keeps the running maximum
+        latency[width] = slowest
+    return StepCostTable.from_latency_ms(latency)

@@ -1,0 +1,83 @@
+"""Confidence scheduling at batch 1 on the CPU: SmolLM2-135M-Instruct + the shipped draft, decode tokens/s of plain
+decoding vs DSpark with no scheduling, the threshold cut, and Algorithm 1 on a round-cost table measured here.
+
+    python benchmarks/cpu/schedule_cpu.py [--prompts 4] [--max-new-tokens 96] [--threads 1] [--out DIR]
+
+Prints the round-cost table, a per-suite table and one JSON line (also written to DIR/schedule_cpu.json). Every
+speculative run is checked token for token against plain greedy decoding. A benchmark, not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+from pathlib import Path
+
+import torch
+
+from dspark.config import GenerationConfig
+from dspark.demo import DemoOptions, load_demo, timed_generate, warm_up
+from dspark.bench.round_profile import round_cost_table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--prompts", type=int, default=4, help="prompts per suite (code, chat, math)")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--thresholds", default="0.3,0.5")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu_schedule"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    setup = load_demo(DemoOptions(prompts_per_suite=args.prompts, max_new_tokens=args.max_new_tokens), print)
+    base = GenerationConfig(max_new_tokens=args.max_new_tokens, eos_token_ids=setup.eos_token_ids)
+    first = next(p for prompts in setup.prompts.values() for p in prompts)
+    warm_up(setup.target, setup.draft, first, base)
+    cost = round_cost_table(setup.target, setup.draft, context_tokens=len(first), repeat=7)
+    print("round cost (draft + verify) by verify width:",
+          ", ".join(f"{w}: {1000 / r:.1f} ms" for w, r in zip(cost.widths, cost.rates)))
+    methods = {"plain": (None, base, None), "dspark": (setup.draft, base, None)}
+    for t in (float(x) for x in args.thresholds.split(",") if x):
+        methods[f"threshold {t}"] = (setup.draft, GenerationConfig(**{**base.__dict__, "confidence_threshold": t}),
+                                     None)
+    methods["algorithm1"] = (setup.draft, base, cost)
+    rows = {}
+    for suite, prompts in setup.prompts.items():
+        plain_tokens = []
+        for name, (draft, config, table) in methods.items():
+            tokens = seconds = decode = rounds = accepted = 0
+            lossless = True
+            for i, prompt in enumerate(prompts):
+                run = timed_generate(setup.target, draft, prompt, config, table)
+                if name == "plain":
+                    plain_tokens.append(run.tokens)
+                lossless &= run.tokens == plain_tokens[i]
+                tokens, decode = tokens + max(0, len(run.tokens) - 1), decode + run.decode_seconds
+                rounds, accepted = rounds + run.stats.rounds, accepted + sum(run.stats.accepted_counts)
+            rows[f"{suite}/{name}"] = {"tokens_per_s": tokens / decode, "tau": (accepted + rounds) / max(rounds, 1),
+                                       "lossless": lossless}
+        plain = rows[f"{suite}/plain"]["tokens_per_s"]
+        for name in methods:
+            row = rows[f"{suite}/{name}"]
+            row["speedup"] = row["tokens_per_s"] / plain
+            print(f"{suite:5s} {name:14s} {row['tokens_per_s']:7.2f} tok/s  speedup {row['speedup']:.2f}x  "
+                  f"τ {row['tau']:.2f}  lossless {row['lossless']}", flush=True)
+    overall = {name: sum(rows[f"{s}/{name}"]["speedup"] for s in setup.prompts) / len(setup.prompts)
+               for name in methods}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    result = {"device": f"cpu ({platform.processor() or platform.machine()}, {args.threads} thread(s))",
+              "torch": torch.__version__, "commit": commit, "prompts_per_suite": args.prompts,
+              "max_new_tokens": args.max_new_tokens, "draft": str(setup.draft_path),
+              "round_cost_ms": {w: 1000 / r for w, r in zip(cost.widths, cost.rates)},
+              "rows": rows, "mean_speedup": overall}
+    args.out.mkdir(parents=True, exist_ok=True)
+    tmp = args.out / "schedule_cpu.json.tmp"
+    tmp.write_text(json.dumps(result, indent=1))
+    os.replace(tmp, args.out / "schedule_cpu.json")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
