@@ -7,7 +7,8 @@ of these along a block (with the draft's own tokens as `prev`), so slot 0 gates 
 Prints a table and ends with one JSON line. Analysis only: no timing, nothing is trained.
 
     python benchmarks/smollm2/slot_accuracy.py --draft src/dspark/assets/smollm2-135m-instruct-dspark \
-        --dflash-draft stage_c/dflash --prompts stage_d/eval_prompts.jsonl --suite code,math --limit 20
+        --dflash-draft stage_c/dflash --prompts stage_d/eval_prompts.jsonl --suite code,math --limit 20 \
+        [--also LABEL=DRAFT_FOLDER ...]      # more DSpark drafts on the same continuations, rows named LABEL
 """
 from __future__ import annotations
 
@@ -64,7 +65,12 @@ def main() -> None:
     parser.add_argument("--suite", default="code,math")
     parser.add_argument("--limit", type=int, default=20)
     parser.add_argument("--max-new-tokens", type=int, default=128)
+    parser.add_argument("--also", action="append", default=[], metavar="LABEL=FOLDER",
+                        help="another DSpark draft to score on the same continuations (repeatable)")
     args = parser.parse_args()
+    extra = [item.split("=", 1) for item in args.also]
+    if any(len(pair) != 2 or not pair[0] for pair in extra):
+        raise SystemExit("--also takes LABEL=DRAFT_FOLDER")
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     from dspark.testbed import smollm2
@@ -72,7 +78,8 @@ def main() -> None:
     folder = args.target or smollm2.smollm2_path()
     model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(folder)
-    drafts = [load_draft(args.draft), load_draft(args.dflash_draft)]
+    drafts = [("", load_draft(args.draft)), ("", load_draft(args.dflash_draft))]
+    drafts += [(label, load_draft(folder)) for label, folder in extra]
     records = [json.loads(line) for line in args.prompts.read_text().splitlines() if line.strip()]
     table = {}
     for suite in args.suite.split(","):
@@ -84,8 +91,9 @@ def main() -> None:
                 out = model.generate(torch.tensor([ids]), attention_mask=torch.ones(1, len(ids), dtype=torch.long),
                                      max_new_tokens=args.max_new_tokens, do_sample=False,
                                      pad_token_id=tok.pad_token_id)[0]  # [S]
-            for draft in drafts:
+            for label, draft in drafts:
                 for name, (hits, counts) in slot_hits(model, draft, out[None], len(ids)).items():
+                    name = name.replace("dspark", label, 1) if label else name
                     acc = totals.setdefault(name, [torch.zeros(7), torch.zeros(7)])
                     acc[0][: len(hits)] += hits
                     acc[1][: len(counts)] += counts

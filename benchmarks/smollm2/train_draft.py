@@ -134,22 +134,30 @@ def stage_pack(work: Path, out: Path, part_bytes: int = 15_000_000) -> dict:
     return {"pack_bytes": len(packed), "pack_parts": len(parts)}
 
 
-def _new_draft(model, mode: str) -> DSparkDraft:
-    config = draft_config_from_target(model.config, mode=mode, **DRAFT_SHAPE)
-    torch.manual_seed(0)
-    draft = DSparkDraft(config).to(DEVICE)
+def _new_draft(model, mode: str, init: Path | None = None) -> DSparkDraft:
+    """A fresh draft (seed 0), or with `init` the weights of that draft folder (fine-tuning; fp32 masters)."""
+    if init is not None:
+        draft = load_draft(init, device=DEVICE)
+        if draft.config.mode != mode:
+            raise SystemExit(f"--init {init} is a {draft.config.mode} draft; this run trains {mode}")
+    else:
+        config = draft_config_from_target(model.config, mode=mode, **DRAFT_SHAPE)
+        torch.manual_seed(0)
+        draft = DSparkDraft(config).to(DEVICE)
     draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
     return draft
 
 
 def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0, lr: float = 6e-4,
                 modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager", attention: str = "auto",
-                save_every: int = 0, resume: bool = False, dspark_weights: dict | None = None) -> dict:
+                save_every: int = 0, resume: bool = False, dspark_weights: dict | None = None,
+                init: Path | None = None) -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
     dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)
     `save_every` + `resume`: a run cut by the call's time limit continues from its last checkpoint in the next call.
-    `dspark_weights`: CE / L1 weights of the DSpark loss when not the paper's 0.1 / 0.9."""
+    `dspark_weights`: CE / L1 weights of the DSpark loss when not the paper's 0.1 / 0.9. `init`: fine-tune the
+    draft folder there instead of a fresh draft (one mode per call then)."""
     model, _ = load_target(work, torch.bfloat16)
     examples = read_examples(work / "regen.jsonl", max_length=1024)
     base = dict(lr=lr, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10,
@@ -167,7 +175,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
                                "attention": attention, **(dspark_weights or {})})
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in modes:
-        draft = _new_draft(model, mode)
+        draft = _new_draft(model, mode, init)
         config = TrainConfig(steps=steps, **base, **(dspark_weights or {})) if mode == "dspark" \
             else TrainConfig.dflash(steps=steps, **base)
         run_dir = work / mode
@@ -349,6 +357,7 @@ def main() -> None:
     parser.add_argument("--save-every", type=int, default=500, help="checkpoint interval of the train stage")
     parser.add_argument("--ce-weight", type=float, default=0.1, help="DSpark loss: CE weight (the paper's 0.1)")
     parser.add_argument("--l1-weight", type=float, default=0.9, help="DSpark loss: L1 weight (the paper's 0.9)")
+    parser.add_argument("--init", type=Path, help="train: fine-tune this draft folder instead of a fresh draft")
     parser.add_argument("--resume", action="store_true",
                         help="train: continue each mode's run from its last checkpoint in --work")
     parser.add_argument("--modes", default="dspark,dflash", help="which drafts the train stage trains, in order")
@@ -381,7 +390,7 @@ def main() -> None:
             summary["train"] = stage_train(args.work, args.out, args.batch, args.anchors, args.steps, args.lr,
                                            tuple(args.modes.split(",")), args.loss_backend, args.attention,
                                            args.save_every, args.resume,
-                                           {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight})
+                                           {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight}, args.init)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "eval":
