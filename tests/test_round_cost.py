@@ -68,7 +68,7 @@ def test_algorithm1_with_sampling_keeps_the_seeded_output_reproducible():
 
 
 def test_the_round_cost_table_never_gets_cheaper_with_width(monkeypatch):
-    import dspark.bench.round_profile as round_profile
+    from dspark.bench import round_profile
 
     _, target, draft = _pair(block_size=3)
     monkeypatch.setattr(round_profile, "draft_step_ms", lambda *a, **k: 10.0)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import torch
 
+from dspark.bench.round_profile import round_cost_table
 from dspark.config import GenerationConfig
 from dspark.demo import DemoOptions, load_demo, timed_generate, warm_up
-from dspark.bench.round_profile import round_cost_table
 
 
 def main() -> None:
@@ -47,7 +47,7 @@ def main() -> None:
     for suite, prompts in setup.prompts.items():
         plain_tokens = []
         for name, (draft, config, table) in methods.items():
-            tokens = seconds = decode = rounds = accepted = 0
+            tokens = decode = rounds = accepted = 0
             lossless = True
             for i, prompt in enumerate(prompts):
                 run = timed_generate(setup.target, draft, prompt, config, table)

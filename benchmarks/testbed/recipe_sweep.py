@@ -16,24 +16,29 @@ the DFlash-mode baseline (`../results/testbed_loss_weights/`).
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 torch.set_num_threads(1)
-from dspark import Target, load_draft  # noqa: E402
-from dspark.config import GenerationConfig, TrainConfig  # noqa: E402
-from dspark.engine.generate import generate  # noqa: E402
-from dspark.engine.stats import GenerationStats  # noqa: E402
-from dspark.formats.native import save_draft  # noqa: E402
-from dspark.model.draft import DSparkDraft  # noqa: E402
-from dspark.testbed.draft_build import DraftRecipe, heldout_or_train_examples, heldout_tau  # noqa: E402
-from dspark.testbed.target_build import build_target, load_target  # noqa: E402
-from dspark.train.data import Prompt, read_examples  # noqa: E402
-from dspark.train.hidden import OnlineHiddenStates  # noqa: E402
-from dspark.train.recipe import draft_config_from_target  # noqa: E402
-from dspark.train.regenerate import regenerate  # noqa: E402
-from dspark.train.trainer import train  # noqa: E402
+from dspark import Target, load_draft
+from dspark.config import GenerationConfig, TrainConfig
+from dspark.engine.generate import generate
+from dspark.engine.stats import GenerationStats
+from dspark.formats.native import save_draft
+from dspark.model.draft import DSparkDraft
+from dspark.testbed.draft_build import (
+    DraftRecipe,
+    heldout_or_train_examples,
+    heldout_tau,
+    new_draft,
+)
+from dspark.testbed.target_build import build_target, load_target
+from dspark.train.data import Prompt, read_examples
+from dspark.train.hidden import OnlineHiddenStates
+from dspark.train.regenerate import regenerate
+from dspark.train.trainer import train
 
 
 def copy_target_layers(model, draft: DSparkDraft, init: str) -> None:
@@ -91,12 +96,8 @@ def main() -> None:
         regenerate(model, tok, [Prompt(f"{e.path}@{e.start}", text=e.prompt) for e in cut], data, batch_size=64,
                    max_new_tokens=r.response_tokens, max_length=512, progress=False)
     examples = read_examples(data)
-    config = draft_config_from_target(model.config, num_layers=r.num_layers, block_size=r.block_size,
-                                      target_layers=r.target_layers, markov_rank=r.markov_rank,
-                                      mask_token_id=tok.convert_tokens_to_ids("<|mask|>"), mode=args.mode)
-    torch.manual_seed(args.seed)
-    draft = DSparkDraft(config)
-    draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
+    draft = new_draft(model, tok, replace(r, mode=args.mode, seed=args.seed))
+    config = draft.config
     copy_target_layers(model, draft, args.init)
     common = dict(steps=args.steps, batch_size=r.batch_size, num_anchors=r.num_anchors, lr=args.lr, seed=args.seed,
                   max_length=512)

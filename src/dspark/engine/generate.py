@@ -18,7 +18,12 @@ import torch
 from dspark.config import GenerationConfig
 from dspark.engine.draft_step import DraftContextCache, propose
 from dspark.engine.sampling import processed_probs, sample
-from dspark.engine.schedule import StepCostTable, schedule_prefixes, survival, threshold_length
+from dspark.engine.schedule import (
+    StepCostTable,
+    schedule_prefixes,
+    survival,
+    threshold_length,
+)
 from dspark.engine.stats import GenerationStats, StatsRecorder
 from dspark.engine.verify import Verdict, verify_greedy, verify_sampling
 from dspark.model.draft import DSparkDraft

@@ -14,10 +14,14 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from dspark.engine.stats import GenerationStats
+
+if TYPE_CHECKING:
+    from dspark.model.draft import DSparkDraft
 
 
 @dataclass(frozen=True)
@@ -52,16 +56,28 @@ def heldout_or_train_examples(target_dir: Path, split: str, count: int, prompt_t
                                     max_examples=count)
 
 
+def new_draft(model, tokenizer, recipe: DraftRecipe) -> DSparkDraft:
+    """The recipe's untrained draft for the testbed target (seeded), sharing the target's embedding and LM head."""
+    from dspark.model.draft import DSparkDraft
+    from dspark.train.recipe import draft_config_from_target
+
+    config = draft_config_from_target(model.config, num_layers=recipe.num_layers, block_size=recipe.block_size,
+                                      target_layers=recipe.target_layers, markov_rank=recipe.markov_rank,
+                                      mask_token_id=tokenizer.convert_tokens_to_ids("<|mask|>"), mode=recipe.mode)
+    torch.manual_seed(recipe.seed)
+    draft = DSparkDraft(config)
+    draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
+    return draft
+
+
 def train_draft(target_dir: str | Path, recipe: DraftRecipe, out: str | Path, progress: bool = True) -> Path:
     """Regenerate data with the target, train the draft and save it at `out` (atomically, with a card)."""
     from dspark import Target
     from dspark.config import TrainConfig
     from dspark.formats.native import save_draft, write_json
-    from dspark.model.draft import DSparkDraft
     from dspark.testbed.target_build import load_target
     from dspark.train.data import Prompt, read_examples
     from dspark.train.hidden import OnlineHiddenStates
-    from dspark.train.recipe import draft_config_from_target
     from dspark.train.regenerate import regenerate
     from dspark.train.trainer import train
 
@@ -74,12 +90,8 @@ def train_draft(target_dir: str | Path, recipe: DraftRecipe, out: str | Path, pr
         regenerate(model, tokenizer, prompts, work / "data.jsonl", batch_size=64,
                    max_new_tokens=recipe.response_tokens, max_length=512, progress=progress)
         examples = read_examples(work / "data.jsonl")
-        config = draft_config_from_target(model.config, num_layers=recipe.num_layers, block_size=recipe.block_size,
-                                          target_layers=recipe.target_layers, markov_rank=recipe.markov_rank,
-                                          mask_token_id=tokenizer.convert_tokens_to_ids("<|mask|>"), mode=recipe.mode)
-        torch.manual_seed(recipe.seed)
-        draft = DSparkDraft(config)
-        draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
+        draft = new_draft(model, tokenizer, recipe)
+        config = draft.config
         make = TrainConfig.dflash if recipe.mode == "dflash" else TrainConfig
         result = train(draft, OnlineHiddenStates(Target(model, config.target_layer_ids), examples),
                        make(steps=recipe.steps, batch_size=recipe.batch_size, num_anchors=recipe.num_anchors,
