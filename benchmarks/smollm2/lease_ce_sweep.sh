@@ -10,18 +10,24 @@
 #
 # Calls back to back: /root and /tmp survive only while the machine stays warm (30 s). Variant A: CE 1.0 / L1 0.0
 # (the twin's CE-only objective plus L1-free DSpark heads); B: CE 0.5 / L1 0.5. Both keep confidence BCE 1.0.
+#
+# A CPU dry run of c3 + c4 (small numbers, the converted SmolLM2 linked at /root/smol/model, regen.jsonl there):
+#   export PY=.venv/bin/python STEPS=4 BATCH=1 SAVE=2 ATTN=sdpa EVAL="--eval-per-suite 1 --eval-max-new 8"
+#   bash benchmarks/smollm2/lease_ce_sweep.sh c3train && bash benchmarks/smollm2/lease_ce_sweep.sh c4
 set -euo pipefail
 T=benchmarks/smollm2/train_draft.py
 OUT=${OUT:-/tmp/out}
+PY=${PY:-python3}
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-TRAIN=(--stage train --modes dspark --steps 7000 --batch 8 --attention flex --save-every 500)
+TRAIN=(--stage train --modes dspark --steps "${STEPS:-7000}" --batch "${BATCH:-8}" --attention "${ATTN:-flex}"
+       --save-every "${SAVE:-500}")
 declare -A WEIGHTS=([A]="--ce-weight 1.0 --l1-weight 0.0" [B]="--ce-weight 0.5 --l1-weight 0.5")
 
 both() {  # both variants at once, one per GPU: both <tag> <timeout> <extra args...>
     local tag=$1 limit=$2; shift 2
-    CUDA_VISIBLE_DEVICES=0 timeout "$limit" python3 $T --work /root/wA --out /root/oA "${TRAIN[@]}" ${WEIGHTS[A]} "$@" \
+    CUDA_VISIBLE_DEVICES=0 timeout "$limit" $PY $T --work /root/wA --out /root/oA "${TRAIN[@]}" ${WEIGHTS[A]} "$@" \
         >> /root/A.log 2>&1 &
-    CUDA_VISIBLE_DEVICES=1 timeout "$limit" python3 $T --work /root/wB --out /root/oB "${TRAIN[@]}" ${WEIGHTS[B]} "$@" \
+    CUDA_VISIBLE_DEVICES=1 timeout "$limit" $PY $T --work /root/wB --out /root/oB "${TRAIN[@]}" ${WEIGHTS[B]} "$@" \
         >> /root/B.log 2>&1 &
     wait || true
     for w in A B; do mv /root/o$w/summary.json /root/o$w/train-$tag.json 2>/dev/null || true; done
@@ -40,6 +46,8 @@ c3)
     python3 -m pip install -q --no-index --no-deps --target /tmp/site stage_b/gguf-*.whl stage_b/dflash-*.whl $W
     cp stage_d/eval_prompts.jsonl /root/stage/
     python3 $T --stage convert --work /root/smol --out /root/o
+    ;&
+c3train)  # c3 after install + convert (also the CPU dry run's entry)
     for w in A B; do
         mkdir -p /root/w$w /root/o$w && ln -sfn /root/smol/model /root/w$w/model
         ln -sfn /root/smol/regen.jsonl /root/w$w/regen.jsonl
@@ -51,12 +59,12 @@ c4)
     both c4 230 --resume
     for w in A B; do
         k=$([ $w = A ] && echo 0 || echo 1)
-        CUDA_VISIBLE_DEVICES=$k timeout 240 python3 $T --work /root/w$w --out /root/o$w --stage eval \
-            --eval-prompts /root/stage/eval_prompts.jsonl > /root/eval$w.log 2>&1 &
+        CUDA_VISIBLE_DEVICES=$k timeout 240 $PY $T --work /root/w$w --out /root/o$w --stage eval \
+            --eval-prompts /root/stage/eval_prompts.jsonl ${EVAL:-} > /root/eval$w.log 2>&1 &
     done
     wait || true
     grep " τ " /root/evalA.log /root/evalB.log || tail -n 20 /root/evalA.log /root/evalB.log
-    python3 - <<'EOF'
+    $PY - <<'EOF' || { echo "no eval summary to compare: A by default"; echo A > /root/winner; }
 import json, statistics
 tau = {}
 for w in "AB":
@@ -80,8 +88,8 @@ c5)
     mkdir -p /root/dspark-bench && ln -sfn /root/smol/model /root/dspark-bench/smollm2
     python3 benchmarks/speed/throughput_h200.py --draft /root/w$w/dspark-draft --dflash-draft /root/w$w/dflash-draft \
         --assistant /root/assistant --prompts stage_d/eval_prompts.jsonl --deadline 515 --method-budget 20 \
-        --out /root/speed 2>&1 | tee /root/speed.log
-    mkdir -p $OUT && cp /root/speed.log /root/speed/ && tar -C /root -cf $OUT/speed.tar speed ;;
+        --out /root/speed 2>&1 | tee /root/speed.log || true   # whatever happened, the files below come back
+    mkdir -p $OUT /root/speed && cp /root/speed.log /root/speed/ && tar -C /root -cf $OUT/speed.tar speed ;;
 *)
     echo "usage: $0 c1|c2|c3|c4|c5" >&2; exit 2 ;;
 esac

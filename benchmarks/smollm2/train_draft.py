@@ -187,15 +187,16 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
         logged = [json.loads(line) for line in metrics_file.read_text().splitlines()] if metrics_file.is_file() \
             else [asdict(m) for m in result.history]
         last, body = logged[-10:], logged[1:] or logged
-        steady = statistics.median(m["step_s"] for m in body)
-        results[mode] = {"steps": steps, "seconds_this_call": result.seconds, "step_s_median": steady,
-                         "final_loss": sum(m["loss"] for m in last) / len(last),
-                         "final_analytic_tau": sum(m["tau"] for m in last) / len(last),
-                         "tokens_per_s": statistics.median(m["tokens_per_s"] for m in body)}
+        steady = statistics.median(m["step_s"] for m in body) if body else None  # None: nothing logged
+        results[mode] = {"steps": steps, "seconds_this_call": result.seconds, "step_s_median": steady}
+        if body:
+            results[mode].update(final_loss=sum(m["loss"] for m in last) / len(last),
+                                 final_analytic_tau=sum(m["tau"] for m in last) / len(last),
+                                 tokens_per_s=statistics.median(m["tokens_per_s"] for m in body))
         save_draft(draft, work / f"{mode}-draft")
         log(f"train {mode}: {results[mode]}")
         ship(work, out, mode)  # weights come back with this call; the DSpark calibration follows in eval
-        if mode == "dspark":
+        if mode == "dspark" and steady:
             results["mfu"] = mfu_estimate(model, reference, batch, anchors, steady)  # at the median step
             if result.history and len(result.history) == steps:  # one uninterrupted call
                 results["mfu_whole_run"] = mfu_estimate(model, reference, batch, anchors, result.seconds / steps)
