@@ -69,6 +69,7 @@ def test_dry_run_describes_the_embedded_default(capsys):
     (["--block-size", "99"], "exceeds the"),
     (["--api-key", " "], "--api-key is empty"),
     (["--threads", "0"], "--threads must be >= 1"),
+    (["--algorithm1", "--confidence-threshold", "0.3"], "choose one"),
 ])
 def test_bad_flags_exit_2_with_one_clear_message(capsys, flags, says):
     code, out, err = dry_run(capsys, *flags)

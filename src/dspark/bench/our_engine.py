@@ -99,12 +99,7 @@ class OurEngine:
             from dspark.bench.round_profile import round_cost_table
 
             return round_cost_table(self.target, self.draft)
-        engine = self.engine(max(batches))
-        latency: dict[int, float] = {}
-        for batch in sorted(batches):
-            table = engine.measure_step_costs(batch)
-            latency.update({w: 1000.0 / r for w, r in zip(table.widths, table.rates)})
-        return StepCostTable.from_latency_ms(latency)
+        return self.engine(max(batches)).step_cost_table(batches)
 
 
 class StepCosts:

@@ -44,6 +44,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--block-size", type=int, help="verify at most this many drafts per round (0: no drafting)")
     engine.add_argument("--confidence-threshold", type=float, default=0.0,
                         help="cut each block at the first slot whose confidence is below this (default 0: off)")
+    engine.add_argument("--algorithm1", action="store_true",
+                        help="schedule each block with the DSpark paper's Algorithm 1 on a step-cost table measured "
+                             "at startup (instead of --confidence-threshold)")
     engine.add_argument("--per-request-spec-metrics", default="summary", choices=("none", "summary", "detailed"),
                         help="metrics.speculative_decoding in each response, as vLLM's flag (default summary)")
     engine.add_argument("--threads", type=int,
@@ -80,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
         settings = ServeSettings(
             host=args.host, port=args.port, api_key=args.api_key, max_concurrency=args.max_concurrency,
             max_queue=args.max_queue, max_model_len=args.max_model_len, block_size=args.block_size,
-            confidence_threshold=args.confidence_threshold, spec_metrics=args.per_request_spec_metrics)
+            confidence_threshold=args.confidence_threshold, algorithm1=args.algorithm1,
+            spec_metrics=args.per_request_spec_metrics)
         if args.threads is not None and args.threads < 1:
             raise ValueError("--threads must be >= 1")
         from transformers.utils import logging as hf_logging

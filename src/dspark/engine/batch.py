@@ -158,6 +158,17 @@ class BatchEngine:
                     shapes += 1
         return shapes
 
+    def step_cost_table(self, batches: Sequence[int] | None = None) -> StepCostTable:
+        """Algorithm 1's table over every total verify width: `measure_step_costs` at each batch size in `batches`
+        (default 1, 2, 4, … up to max_batch), merged; a larger batch's reading wins a width two of them share."""
+        if batches is None:
+            batches = sorted({min(2 ** k, self.max_batch) for k in range(self.max_batch.bit_length() + 1)})
+        latency: dict[int, float] = {}
+        for batch in sorted(batches):
+            table = self.measure_step_costs(batch)
+            latency.update({w: 1000.0 / r for w, r in zip(table.widths, table.rates)})
+        return StepCostTable.from_latency_ms(latency)
+
     def measure_step_costs(self, batch: int, widths: Sequence[int] | None = None, repeats: int = 5,
                            context: int | None = None) -> StepCostTable:
         """Time the verify step at `batch` rows × width T for T in `widths` (default 1 … γ+1), attending to a

@@ -18,6 +18,8 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
+from dspark.bench.round_profile import round_cost_table
+from dspark.engine.schedule import StepCostTable
 from dspark.serve.auth import BearerAuth
 from dspark.serve.batch_scheduler import BatchScheduler, batching_supported
 from dspark.serve.errors import APIError, install_error_handlers, validation_error
@@ -44,10 +46,21 @@ def spec_tokens_per_round(served: ServedModel, settings: ServeSettings) -> int:
 def start_scheduler(served: ServedModel, settings: ServeSettings,
                     metrics: ServerMetrics) -> BatchScheduler | WorkerPool:
     """The batched engine's scheduler when it runs the served target (Llama / Qwen3 / Qwen2 / Mistral), else batch-1
-    workers."""
+    workers. With --algorithm1 the batched scheduler measures its step-cost table here, once."""
     if batching_supported(served):
-        return BatchScheduler(served, settings.max_concurrency, settings.max_queue, metrics.set_queue)
+        return BatchScheduler(served, settings.max_concurrency, settings.max_queue, metrics.set_queue,
+                              algorithm1=settings.algorithm1)
     return WorkerPool(served.new_target, settings.max_concurrency, settings.max_queue, metrics.set_queue)
+
+
+def batch1_round_costs(served: ServedModel, settings: ServeSettings) -> StepCostTable | None:
+    """The batch-1 workers' Algorithm 1 table (one draft block + a verify by width), measured once at startup; None
+    without --algorithm1 or when the batched scheduler serves (it measures its own)."""
+    if not settings.algorithm1 or batching_supported(served):
+        return None
+    if served.draft is None or not served.draft.config.enable_confidence_head:
+        raise ServeSetupError("--algorithm1 schedules on the draft's confidence head; this draft has none")
+    return round_cost_table(served.new_target(), served.draft)
 
 
 def _reject_constant(name: str) -> Any:
@@ -92,6 +105,7 @@ def create_app(served: ServedModel, settings: ServeSettings = ServeSettings()) -
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        app.state.round_costs = batch1_round_costs(served, settings)
         app.state.pool = start_scheduler(served, settings, metrics)
         try:
             yield
@@ -112,7 +126,8 @@ def create_app(served: ServedModel, settings: ServeSettings = ServeSettings()) -
             raise validation_error(exc) from None
         plan = plan_request(parsed, served, settings)
         channel = EventChannel(asyncio.get_running_loop())
-        job = GenerationJob(plan, served, metrics, channel, spec_tokens, settings.spec_metrics)
+        job = GenerationJob(plan, served, metrics, channel, spec_tokens, settings.spec_metrics,
+                            cost=app.state.round_costs)
         try:
             request.app.state.pool.submit(job)
         except QueueFullError as exc:

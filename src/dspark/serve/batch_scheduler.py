@@ -24,6 +24,7 @@ from dataclasses import replace
 
 from dspark.config import GenerationConfig
 from dspark.engine.batch import BatchEngine
+from dspark.engine.batch_schedule import Scheduling
 from dspark.engine.batch_session import BatchSession
 from dspark.engine.static_target import is_supported
 from dspark.serve.generation_job import GenerationJob, TokenSink
@@ -46,11 +47,14 @@ def sampling_key(config: GenerationConfig) -> GenerationConfig:
 
 class BatchScheduler(JobCounts):
     def __init__(self, served: ServedModel, max_batch: int, max_queue: int,
-                 on_change: Callable[[int, int], None] = lambda waiting, running: None):
+                 on_change: Callable[[int, int], None] = lambda waiting, running: None, algorithm1: bool = False):
+        """`algorithm1`: every session schedules with the paper's Algorithm 1 on a step-cost table measured here,
+        once, before the engine thread starts (else the config's threshold rule, or none)."""
         if max_batch < 1 or max_queue < 1:
             raise ValueError("a batched scheduler needs at least one row and room for one queued job")
         gamma = served.draft.config.num_draft_tokens if served.draft is not None else 0
         self.engine = BatchEngine(served.new_target(), served.draft, max_batch, served.context_length + gamma + 1)
+        self.scheduling = Scheduling("algorithm1", self.engine.step_cost_table()) if algorithm1 else None
         self._pending: deque[GenerationJob] = deque()
         self._live: dict[int, tuple[GenerationJob, TokenSink]] = {}
         self._ids = itertools.count()
@@ -114,7 +118,7 @@ class BatchScheduler(JobCounts):
                 key = sampling_key(config)
                 seeded = not config.greedy and config.seed is not None
                 if self._running == 0 and not taken:  # drained: a new session with the head job's settings
-                    self._session, self._key, self._exclusive = self.engine.open(config), key, seeded
+                    self._session, self._key, self._exclusive = self.engine.open(config, self.scheduling), key, seeded
                 elif self._exclusive or seeded or key != self._key:
                     break
                 taken.append(self._pending.popleft())

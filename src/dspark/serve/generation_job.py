@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dspark.engine.generate import generate_stream
+from dspark.engine.schedule import StepCostTable
 from dspark.engine.stats import StatsRecorder
 from dspark.model.target import Target
 from dspark.serve.detokenize import IncrementalDetokenizer
@@ -127,8 +128,11 @@ class TokenSink:
 
 class GenerationJob:
     def __init__(self, request: EngineRequest, served: ServedModel, metrics: ServerMetrics,
-                 channel: EventChannel, num_spec_tokens: int, spec_level: str = "summary"):
+                 channel: EventChannel, num_spec_tokens: int, spec_level: str = "summary",
+                 cost: StepCostTable | None = None):
+        """`cost`: the batch-1 engine schedules this request with Algorithm 1 on that round-cost table."""
         self.request, self.served, self.metrics, self.channel = request, served, metrics, channel
+        self.cost = cost
         self.num_spec_tokens = num_spec_tokens
         self.spec_level = spec_level
         self.arrival = time.perf_counter()
@@ -161,7 +165,8 @@ class GenerationJob:
         recorder = StatsRecorder()
         sink = TokenSink(self, recorder)
         aborted = False
-        stream = generate_stream(target, self.served.draft, self.request.prompt_ids, self.request.generation, recorder)
+        stream = generate_stream(target, self.served.draft, self.request.prompt_ids, self.request.generation, recorder,
+                                 cost=self.cost)
         try:
             for token in stream:
                 if not sink.push([token]):

@@ -21,6 +21,7 @@ class ServeSettings:
     max_model_len: int | None = None  # prompt + completion tokens per request (None: the model's own context)
     block_size: int | None = None  # drafts verified per round at most (None: the draft's own; 0: no drafting)
     confidence_threshold: float = 0.0  # cut a block at the first slot whose confidence is below this
+    algorithm1: bool = False  # schedule blocks with the paper's Algorithm 1 on a step-cost table measured at startup
     spec_metrics: str = "summary"  # per-request `metrics.speculative_decoding`: none | summary | detailed
     default_completion_tokens: int = 16  # /v1/completions max_tokens when the request leaves it out (OpenAI's)
     max_request_bytes: int = 8 * 1024 * 1024
@@ -40,6 +41,8 @@ class ServeSettings:
             raise ServeSetupError("--block-size must be >= 0 (0 turns drafting off)")
         if not 0 <= self.confidence_threshold <= 1:
             raise ServeSetupError("--confidence-threshold must be in [0, 1]")
+        if self.algorithm1 and self.confidence_threshold > 0:
+            raise ServeSetupError("--algorithm1 and --confidence-threshold are two block schedulers; choose one")
         if self.spec_metrics not in SPEC_METRICS_LEVELS:
             raise ServeSetupError(f"--per-request-spec-metrics must be one of {', '.join(SPEC_METRICS_LEVELS)}")
         if self.default_completion_tokens < 1 or self.max_request_bytes < 1024:

@@ -1,0 +1,59 @@
+"""`dspark serve --algorithm1`: the paper's Algorithm 1 schedules every block, on a step-cost table measured once at
+startup (the batched scheduler's over batch sizes 1, 2, …; the batch-1 workers' over one round by verify width).
+Scheduling changes the work, never the output: greedy text equals batch-1 greedy decoding."""
+from __future__ import annotations
+
+import pytest
+from test_serve_batched import batch1
+from test_serve_support import client, tiny_served
+
+import dspark.serve.app as app_module
+from dspark.serve.app import batch1_round_costs, create_app
+from dspark.serve.batch_scheduler import BatchScheduler
+from dspark.serve.model_source import ServeSetupError, served_model
+from dspark.serve.scheduler import WorkerPool
+from dspark.serve.server import BackgroundServer
+from dspark.serve.settings import ServeSettings
+from dspark.testbed.random_pair import tiny_target
+from dspark.testbed.successor_pair import build_tokenizer
+
+PROMPTS = [("Hello", 30), ("abc 0", 20), ("The quick", 25)]
+
+
+def _greedy_texts_match_batch1(url: str, served) -> None:
+    api = client(url)
+    for prompt, max_tokens in PROMPTS:
+        text = api.completions.create(model=served.name, prompt=prompt, max_tokens=max_tokens,
+                                      temperature=0).choices[0].text
+        assert text == served.tokenizer.decode(batch1(prompt, max_tokens).tokens, skip_special_tokens=True), prompt
+
+
+def test_algorithm1_on_the_batched_scheduler_measures_one_table_over_every_width_and_keeps_greedy_text():
+    served = tiny_served()
+    app = create_app(served, ServeSettings(port=0, max_concurrency=2, algorithm1=True))
+    with BackgroundServer(app) as url:
+        scheduler = app.state.pool
+        assert isinstance(scheduler, BatchScheduler) and app.state.round_costs is None
+        assert scheduler.scheduling.rule == "algorithm1"
+        widths = scheduler.scheduling.cost.widths
+        assert widths[0] == 1 and widths[-1] == 2 * (served.num_spec_tokens + 1)  # batch 1 and batch 2 merged
+        _greedy_texts_match_batch1(url, served)
+
+
+def test_algorithm1_on_batch1_workers_uses_the_round_cost_table_and_keeps_greedy_text(monkeypatch):
+    monkeypatch.setattr(app_module, "batching_supported", lambda served: False)
+    served = tiny_served()
+    app = create_app(served, ServeSettings(port=0, max_concurrency=2, algorithm1=True))
+    with BackgroundServer(app) as url:
+        assert isinstance(app.state.pool, WorkerPool)
+        assert app.state.round_costs.widths == list(range(1, served.num_spec_tokens + 2))
+        _greedy_texts_match_batch1(url, served)
+
+
+def test_algorithm1_excludes_the_threshold_and_needs_a_confidence_head():
+    with pytest.raises(ServeSetupError, match="choose one"):
+        ServeSettings(algorithm1=True, confidence_threshold=0.3)
+    no_draft = served_model(tiny_target("deepseek_v3", vocab_size=260, num_layers=2), build_tokenizer(), None, "mla")
+    with pytest.raises(ServeSetupError, match="confidence head"):
+        batch1_round_costs(no_draft, ServeSettings(algorithm1=True))
+    assert batch1_round_costs(no_draft, ServeSettings()) is None
