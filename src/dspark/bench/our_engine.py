@@ -88,8 +88,8 @@ class OurEngine:
             from dspark.engine.batch_schedule import Scheduling
 
             return self.engine(concurrency).generate(prompts, config, Scheduling(scheduler, cost_table))
-        return [generate(self.target, self.draft, prompt, config, cost=cost_table if scheduler == "algorithm1" else None)
-                for prompt in prompts]
+        cost = cost_table if scheduler == "algorithm1" else None  # the threshold rule rides on config
+        return [generate(self.target, self.draft, prompt, config, cost=cost) for prompt in prompts]
 
     def measure_step_costs(self, batches: Sequence[int]) -> StepCostTable:
         """Verify steps per second by total verify width (rows × (γ+1) widths): the batched engine's own timing at
