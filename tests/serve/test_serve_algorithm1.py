@@ -57,3 +57,12 @@ def test_algorithm1_excludes_the_threshold_and_needs_a_confidence_head():
     with pytest.raises(ServeSetupError, match="confidence head"):
         batch1_round_costs(no_draft, ServeSettings(algorithm1=True))
     assert batch1_round_costs(no_draft, ServeSettings()) is None
+
+
+def test_algorithm1_on_the_batched_path_also_needs_a_confidence_head():
+    from dspark.serve.app import start_scheduler
+    from dspark.serve.metrics import ServerMetrics
+
+    no_draft = served_model(tiny_target("qwen3", vocab_size=260, num_layers=2), build_tokenizer(), None, "q")
+    with pytest.raises(ServeSetupError, match="confidence head"):
+        start_scheduler(no_draft, ServeSettings(algorithm1=True), ServerMetrics("q", 0))

@@ -47,6 +47,8 @@ def start_scheduler(served: ServedModel, settings: ServeSettings,
                     metrics: ServerMetrics) -> BatchScheduler | WorkerPool:
     """The batched engine's scheduler when it runs the served target (Llama / Qwen3 / Qwen2 / Mistral), else batch-1
     workers. With --algorithm1 the batched scheduler measures its step-cost table here, once."""
+    if settings.algorithm1:
+        _require_confidence_head(served)
     if batching_supported(served):
         return BatchScheduler(served, settings.max_concurrency, settings.max_queue, metrics.set_queue,
                               algorithm1=settings.algorithm1)
@@ -58,9 +60,13 @@ def batch1_round_costs(served: ServedModel, settings: ServeSettings) -> StepCost
     without --algorithm1 or when the batched scheduler serves (it measures its own)."""
     if not settings.algorithm1 or batching_supported(served):
         return None
+    _require_confidence_head(served)
+    return round_cost_table(served.new_target(), served.draft)
+
+
+def _require_confidence_head(served: ServedModel) -> None:
     if served.draft is None or not served.draft.config.enable_confidence_head:
         raise ServeSetupError("--algorithm1 schedules on the draft's confidence head; this draft has none")
-    return round_cost_table(served.new_target(), served.draft)
 
 
 def _reject_constant(name: str) -> Any:
@@ -101,6 +107,8 @@ async def _cancel_on_disconnect(request: Request, job: GenerationJob) -> None:
 def create_app(served: ServedModel, settings: ServeSettings = ServeSettings()) -> FastAPI:
     served = served.limited(settings.max_model_len)
     spec_tokens = spec_tokens_per_round(served, settings)
+    if settings.algorithm1:
+        _require_confidence_head(served)  # refused before the server starts, as every other setup error
     metrics = ServerMetrics(served.name, spec_tokens)
 
     @asynccontextmanager
