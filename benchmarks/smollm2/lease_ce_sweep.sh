@@ -6,7 +6,7 @@
 #   bash benchmarks/smollm2/lease_ce_sweep.sh c2   # carry stage_b2: wheel part 1
 #   bash benchmarks/smollm2/lease_ce_sweep.sh c3   # carry stage_b stage_d: install, convert, train A and B at once
 #   bash benchmarks/smollm2/lease_ce_sweep.sh c4   # carry stage_c: resume A and B to 7,000 steps, eval both
-#   bash benchmarks/smollm2/lease_ce_sweep.sh c5   # carry stage_d: speed benchmark with the better draft
+#   bash benchmarks/smollm2/lease_ce_sweep.sh c5   # carry stage_d: speed benchmark with the better draft (DEADLINE=s)
 #
 # Calls back to back: /root and /tmp survive only while the machine stays warm (30 s). Variant A: CE 1.0 / L1 0.0
 # (the twin's CE-only objective plus L1-free DSpark heads); B: CE 0.5 / L1 0.5. Both keep confidence BCE 1.0.
@@ -87,7 +87,7 @@ c5)
     w=$(cat /root/winner)
     mkdir -p /root/dspark-bench && ln -sfn /root/smol/model /root/dspark-bench/smollm2
     python3 benchmarks/speed/throughput_h200.py --draft /root/w$w/dspark-draft --dflash-draft /root/w$w/dflash-draft \
-        --assistant /root/assistant --prompts stage_d/eval_prompts.jsonl --deadline 515 --method-budget 20 \
+        --assistant /root/assistant --prompts stage_d/eval_prompts.jsonl --deadline "${DEADLINE:-515}" --method-budget 20 \
         --out /root/speed 2>&1 | tee /root/speed.log || true   # whatever happened, the files below come back
     mkdir -p $OUT /root/speed && cp /root/speed.log /root/speed/ && tar -C /root -cf $OUT/speed.tar speed ;;
 *)
