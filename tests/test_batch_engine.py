@@ -146,12 +146,19 @@ def test_token_budgets_zero_and_one_and_bad_requests():
         engine.generate([[1], []], GenerationConfig(max_new_tokens=2))
 
 
-def test_measured_step_costs_cover_every_verify_width():
+def test_measured_round_costs_cover_every_verify_width_per_batch_size_and_never_get_cheaper_with_width():
     model, draft = build_pair()
-    engine = BatchEngine(Target(model, draft.config.target_layer_ids), draft, max_batch=4, max_length=32)
-    table = engine.measure_step_costs(batch=3, repeats=1)
-    assert table.widths == [3 * t for t in range(1, draft.config.num_draft_tokens + 2)]
-    assert all(rate > 0 for rate in table.rates)
+    target = Target(model, draft.config.target_layer_ids)
+    engine = BatchEngine(target, draft, max_batch=4, max_length=32)
+    tables = engine.round_cost_tables()
+    assert sorted(tables) == [1, 2, 4]
+    for table in tables.values():
+        assert table.widths == list(range(1, draft.config.num_draft_tokens + 2))
+        assert all(rate > 0 for rate in table.rates)
+        assert all(a >= b for a, b in zip(table.rates, table.rates[1:]))  # latency non-decreasing in width
+    one = engine.generate(PROMPTS[:3], GenerationConfig(max_new_tokens=6))  # the measurement left no row behind
+    assert [r.tokens for r in one] == [generate(target, draft, p, GenerationConfig(max_new_tokens=6)).tokens
+                                       for p in PROMPTS[:3]]
 
 
 class _EagerReplay(RoundGraphs):

@@ -1,5 +1,6 @@
-"""Scheduling in the batched engine: the on-device Algorithm 1 equals the list version, and the threshold and
-Algorithm 1 rules change how much is verified but never what is committed."""
+"""Scheduling in the batched engine: Algorithm 1 over the shared verify width equals the paper's list version for
+one row and stops at the first width that does not raise expected throughput; the threshold and Algorithm 1 rules
+change how much is verified but never what is committed."""
 from __future__ import annotations
 
 import pytest
@@ -9,26 +10,55 @@ from hypothesis import strategies as st
 
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.batch import BatchEngine
-from dspark.engine.batch_schedule import Scheduling, schedule_prefixes_tensor, table_rates
+from dspark.engine.batch_schedule import Scheduling, rectangle_drafts
 from dspark.engine.schedule import StepCostTable, schedule_prefixes
 from dspark.testbed.successor_pair import EOS_ID, build_pair
 
 PROMPTS = [list(b"hello wor"), list(b"abc"), list(b"xyz 123 456 789"), list(b"The quick"), list(b"q")]
 
 probabilities = st.floats(0, 1, width=32)
-tables = st.lists(st.tuples(st.integers(1, 40), st.floats(1, 1000)), min_size=1, max_size=4, unique_by=lambda x: x[0])
+tables = st.lists(st.tuples(st.integers(1, 9), st.floats(1, 1000)), min_size=1, max_size=4, unique_by=lambda x: x[0])
+
+
+def _draw(data, requests: int, slots: int, table) -> tuple[torch.Tensor, StepCostTable]:
+    alive = torch.tensor(data.draw(st.lists(probabilities, min_size=requests * slots, max_size=requests * slots)))
+    widths, rates = zip(*sorted(table))
+    return alive.reshape(requests, slots), StepCostTable(list(widths), list(rates))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 6), st.data(), tables)
+def test_for_one_row_the_shared_width_rule_is_the_papers_algorithm1(slots, data, table):
+    alive, cost = _draw(data, 1, slots, table)
+    rates = Scheduling("algorithm1", cost).rates(1, slots, alive.device)
+    assert [int(rectangle_drafts(alive, rates))] == schedule_prefixes(alive, cost)
 
 
 @settings(max_examples=150, deadline=None)
 @given(st.integers(1, 5), st.integers(1, 6), st.data(), tables)
-def test_on_device_algorithm1_equals_the_list_version(requests, slots, data, table):
-    alive = torch.tensor(data.draw(st.lists(probabilities, min_size=requests * slots, max_size=requests * slots)))
-    alive = alive.reshape(requests, slots)
-    widths, rates = zip(*sorted(table))
-    cost = StepCostTable(list(widths), list(rates))
-    assert schedule_prefixes_tensor(alive, cost).tolist() == schedule_prefixes(alive, cost)
-    some = torch.arange(0, 50)
-    assert table_rates(cost, some).tolist() == [cost(int(w)) for w in some]
+def test_the_shared_width_grows_while_expected_throughput_improves_and_stops_at_the_first_width_that_does_not(
+        requests, slots, data, table):
+    alive, cost = _draw(data, requests, slots, table)
+    drafts = int(rectangle_drafts(alive, Scheduling("algorithm1", cost).rates(requests, slots, alive.device)))
+    prefix = alive.double().cumprod(-1)  # [R, γ]
+
+    def throughput(k: int) -> float:  # expected commits per second when every row verifies k drafts
+        return (requests + float(prefix[:, :k].sum())) * cost(k + 1)
+
+    assert 0 <= drafts <= slots
+    assert all(throughput(k + 1) > throughput(k) for k in range(drafts))
+    if drafts < slots:
+        assert throughput(drafts + 1) <= throughput(drafts) or float(prefix[:, drafts].sum()) == 0
+
+
+def test_a_flat_table_verifies_every_budgeted_slot_and_a_steep_one_only_the_anchors():
+    alive = torch.tensor([[0.9, 0.8, 0.7], [0.2, 0.1, 0.05]])  # [R=2, γ=3]
+    flat = Scheduling("algorithm1", StepCostTable([1, 4], [100.0, 100.0]))
+    steep = Scheduling("algorithm1", {1: StepCostTable([1, 4], [100.0, 100.0]),
+                                      2: StepCostTable([1, 2], [100.0, 10.0])})
+    assert int(rectangle_drafts(alive, flat.rates(2, 3, alive.device))) == 3
+    assert int(rectangle_drafts(alive, steep.rates(2, 3, alive.device))) == 0  # batch 2 reads its own table
+    assert steep.table(1) is steep.cost[1] and steep.table(3) is steep.cost[2]  # the largest holds bigger batches
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +85,7 @@ def test_algorithm1_is_lossless_and_a_steep_cost_table_verifies_fewer_drafts(pai
     plain = [r.tokens for r in engine.generate(PROMPTS, GenerationConfig(max_new_tokens=24, block_size=0))]
     proposed = {}
     for name, cost in [("flat", StepCostTable([1, 64], [100.0, 100.0])),
-                       ("steep", StepCostTable([3, 6, 9], [100.0, 60.0, 20.0]))]:
+                       ("steep", StepCostTable([1, 2, 5], [100.0, 30.0, 5.0]))]:  # a draft never pays
         results = engine.generate(PROMPTS, config, Scheduling("algorithm1", cost))
         assert [r.tokens for r in results] == plain
         proposed[name] = [sum(r.stats.proposed_counts) / r.stats.rounds for r in results]
@@ -66,5 +96,5 @@ def test_algorithm1_is_lossless_and_a_steep_cost_table_verifies_fewer_drafts(pai
 
 
 def test_algorithm1_needs_a_cost_table():
-    with pytest.raises(ValueError, match="StepCostTable"):
+    with pytest.raises(ValueError, match="round_cost_tables"):
         Scheduling("algorithm1")

@@ -112,8 +112,9 @@ def test_the_batched_engine_runs_every_scheduler_losslessly_and_measures_step_co
                                                      ("dspark", "algorithm1"))]
     assert all(r.lossless for r in rows if r.method == "dspark")
     gamma = models.draft.config.num_draft_tokens
-    assert max(costs.table.widths) == 2 * (gamma + 1)  # batches 1 and 2, widths 1 … γ+1
-    assert all(rate > 0 for rate in costs.table.rates)
+    assert sorted(costs.tables) == [1, 2]  # one table per batch size up to the top concurrency
+    assert all(t.widths == list(range(1, gamma + 2)) and min(t.rates) > 0 for t in costs.tables.values())
+    assert costs.as_dict()["2"].keys() == {str(w) for w in range(1, gamma + 2)}
 
 
 def test_speedup_and_speedup_per_tau_arithmetic():

@@ -28,15 +28,16 @@ def _greedy_texts_match_batch1(url: str, served) -> None:
         assert text == served.tokenizer.decode(batch1(prompt, max_tokens).tokens, skip_special_tokens=True), prompt
 
 
-def test_algorithm1_on_the_batched_scheduler_measures_one_table_over_every_width_and_keeps_greedy_text():
+def test_algorithm1_on_the_batched_scheduler_measures_a_table_per_batch_size_and_keeps_greedy_text():
     served = tiny_served()
     app = create_app(served, ServeSettings(port=0, max_concurrency=2, algorithm1=True))
     with BackgroundServer(app) as url:
         scheduler = app.state.pool
         assert isinstance(scheduler, BatchScheduler) and app.state.round_costs is None
         assert scheduler.scheduling.rule == "algorithm1"
-        widths = scheduler.scheduling.cost.widths
-        assert widths[0] == 1 and widths[-1] == 2 * (served.num_spec_tokens + 1)  # batch 1 and batch 2 merged
+        tables = scheduler.scheduling.cost
+        assert sorted(tables) == [1, 2]  # batch sizes up to --max-concurrency
+        assert all(t.widths == list(range(1, served.num_spec_tokens + 2)) for t in tables.values())
         _greedy_texts_match_batch1(url, served)
 
 

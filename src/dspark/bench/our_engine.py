@@ -7,8 +7,8 @@ Two kinds behind one adapter (`OurEngine.generate`):
 - "sequential": the batch-1 `dspark.engine.generate.generate`, request after request (concurrency emulated: the same
   requests decoded one at a time), with the same three schedulers (Algorithm 1 on a round-cost table: draft block +
   verify by width).
-"auto" takes the batch engine when it runs the target. `StepCosts` measures the verify step-cost table Algorithm 1
-needs, once. Nothing here times a run or compares outputs (that is `throughput.py`).
+"auto" takes the batch engine when it runs the target. `StepCosts` measures the round-cost tables Algorithm 1 needs,
+once. Nothing here times a run or compares outputs (that is `throughput.py`).
 """
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ class OurEngine:
             torch.cuda.empty_cache()
 
     def generate(self, prompts: list[list[int]], concurrency: int, config: GenerationConfig, scheduler: str = "none",
-                 cost_table: StepCostTable | None = None) -> list[GenerationResult]:
+                 cost_tables: dict[int, StepCostTable] | None = None) -> list[GenerationResult]:
         """Decode every request; at most `concurrency` in flight (batch kind), one at a time (sequential kind)."""
         reason = self.unsupported(scheduler)
         if reason:
@@ -87,50 +87,52 @@ class OurEngine:
         if self.kind == "batch":
             from dspark.engine.batch_schedule import Scheduling
 
-            return self.engine(concurrency).generate(prompts, config, Scheduling(scheduler, cost_table))
-        cost = cost_table if scheduler == "algorithm1" else None  # the threshold rule rides on config
+            return self.engine(concurrency).generate(prompts, config, Scheduling(scheduler, cost_tables))
+        cost = cost_tables[1] if scheduler == "algorithm1" else None  # the threshold rule rides on config
         return [generate(self.target, self.draft, prompt, config, cost=cost) for prompt in prompts]
 
-    def measure_step_costs(self, batches: Sequence[int]) -> StepCostTable:
-        """Verify steps per second by total verify width (rows × (γ+1) widths): the batched engine's own timing at
-        each batch size in `batches`, merged (a larger batch's reading wins a shared width); on the batch-1 loop,
-        a whole round by verify width (draft block + eager target forward) after a 512-token context."""
+    def measure_step_costs(self, batches: Sequence[int]) -> dict[int, StepCostTable]:
+        """{batch size: rounds per second by verify width}: the batched engine's own whole rounds (draft block +
+        verify) at each batch size in `batches`; on the batch-1 loop, {1: a round by verify width (draft block +
+        eager target forward) after a 512-token context}."""
         if self.kind == "sequential":
             from dspark.bench.round_profile import round_cost_table
 
-            return round_cost_table(self.target, self.draft)
-        return self.engine(max(batches)).step_cost_table(batches)
+            return {1: round_cost_table(self.target, self.draft)}
+        return self.engine(max(batches)).round_cost_tables(batches)
 
 
 class StepCosts:
-    """The step-cost table for Algorithm 1, measured once on first use and kept (`table` is None until then).
+    """Algorithm 1's round-cost tables, measured once on first use and kept (`tables` is None until then).
     Batched: at batch sizes 1, 2, 4, … up to the largest concurrency level."""
 
     def __init__(self, engine: OurEngine, max_concurrency: int):
         self.engine = engine
         self.batches = sorted({min(2 ** k, max_concurrency) for k in range(max_concurrency.bit_length() + 1)})
-        self.table: StepCostTable | None = None
+        self.tables: dict[int, StepCostTable] | None = None
 
-    def __call__(self) -> StepCostTable:
-        if self.table is None:
-            self.table = self.engine.measure_step_costs(self.batches)
-        return self.table
+    def __call__(self) -> dict[int, StepCostTable]:
+        if self.tables is None:
+            self.tables = self.engine.measure_step_costs(self.batches)
+        return self.tables
 
-    def as_dict(self) -> dict[str, float] | None:
-        """{total verify width: verify steps per second}, once measured."""
-        return None if self.table is None else {str(w): r for w, r in zip(self.table.widths, self.table.rates)}
+    def as_dict(self) -> dict[str, dict[str, float]] | None:
+        """{batch size: {verify width: rounds per second}}, once measured."""
+        if self.tables is None:
+            return None
+        return {str(b): {str(w): r for w, r in zip(t.widths, t.rates)} for b, t in self.tables.items()}
 
 
 def our_method(name: str, engine: OurEngine, config: GenerationConfig, scheduler: str = "none",
-               threshold: float = 0.0, cost_table: Callable[[], StepCostTable] | None = None) -> Method:
+               threshold: float = 0.0, cost_tables: Callable[[], dict[int, StepCostTable]] | None = None) -> Method:
     """A runner `Method` for our engine with one scheduler."""
     config = replace(config, confidence_threshold=threshold if scheduler == "threshold" else 0.0)
 
     def run(prompts: list[list[int]], concurrency: int, max_new_tokens: int,
             seconds_left: float | None) -> list[Output]:
-        table = cost_table() if scheduler == "algorithm1" and cost_table is not None else None
+        tables = cost_tables() if scheduler == "algorithm1" and cost_tables is not None else None
         return outputs(engine.generate(prompts, concurrency, replace(config, max_new_tokens=max_new_tokens),
-                                       scheduler, table), engine.draft is not None)
+                                       scheduler, tables), engine.draft is not None)
 
     return Method(name, run, scheduler, speculative=engine.draft is not None, whole=engine.kind == "batch",
                   unavailable=engine.unsupported(scheduler), first=True)

@@ -7,7 +7,7 @@ the first wave (excluded), the timed waves (synchronised on CUDA by the caller's
 mean τ and, at T = 0, whether our speculative outputs equal our plain outputs token for token. Our engine's methods
 run at every level before the peers. A method that runs past its time budget at a level is cut there and marked
 "timeout" (each level has its own budget: a peer too slow at batch 1 is still measured batched; the warm-up, where
-compilation, graph capture and Algorithm 1's step-cost table land, is not billed to it); the run's deadline skips
+compilation, graph capture and Algorithm 1's round-cost tables land, is not billed to it); the run's deadline skips
 whatever is left. It does not load models, pick prompts or
 print.
 """
@@ -116,7 +116,7 @@ def _no_sync() -> None:
 def _measure(method: Method, requests: list[list[int]], concurrency: int, settings: ThroughputSettings,
              budget: _Budget, sync: Callable[[], None]) -> tuple[list[Output], float, bool]:
     """(outputs of the requests that finished, their timed seconds, whether the budget cut the run). The warm-up
-    (where one-time costs land: compilation, graph capture, Algorithm 1's step-cost table) is bounded by the run's
+    (where one-time costs land: compilation, graph capture, Algorithm 1's round-cost tables) is bounded by the run's
     deadline only; the method's budget bills the timed waves."""
     clock, key = budget.clock, (*method.key, concurrency)
     if settings.warmup_tokens:

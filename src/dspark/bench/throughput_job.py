@@ -157,7 +157,7 @@ def encode_all(models: ThroughputModels, prompts: Sequence[Any], max_new_tokens:
 def build_methods(models: ThroughputModels, settings: ThroughputSettings, names: Sequence[str] | None,
                   schedulers: Sequence[str] | None, engine_kind: str, work: Path, max_prompt: int,
                   cuda_graphs: bool | None = None) -> tuple[list[Method], Any]:
-    """The runner's methods in report order, and the lazily measured step-cost table (`StepCosts`)."""
+    """The runner's methods in report order, and the lazily measured round-cost tables (`StepCosts`)."""
     from dspark.bench.our_engine import OurEngine, StepCosts, our_method
     from dspark.bench.peers import dflash_method, hf_methods
     from dspark.config import GenerationConfig
@@ -243,7 +243,7 @@ def measure_throughput(request: ThroughputRequest, models: ThroughputModels, pro
                        suite: Any, skipped: int, work: Path, progress: Callable | None = None,
                        cuda_graphs: bool | None = None) -> Any:
     """Run the matrix on loaded models and encoded prompts (`suite` is their `SuiteRecord`); the result names the
-    request's models, settings and command, the measured step-cost table and where it ran."""
+    request's models, settings and command, the measured round-cost tables and where it ran."""
     from dspark.bench.our_engine import resolve_kind
     from dspark.bench.results import BenchResult
     from dspark.bench.round_profile import cuda_sync

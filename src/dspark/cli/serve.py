@@ -45,7 +45,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--confidence-threshold", type=float, default=0.0,
                         help="cut each block at the first slot whose confidence is below this (default 0: off)")
     engine.add_argument("--algorithm1", action="store_true",
-                        help="schedule each block with the DSpark paper's Algorithm 1 on a step-cost table measured "
+                        help="schedule each block with the DSpark paper's Algorithm 1 on round costs measured "
                              "at startup (instead of --confidence-threshold)")
     engine.add_argument("--per-request-spec-metrics", default="summary", choices=("none", "summary", "detailed"),
                         help="metrics.speculative_decoding in each response, as vLLM's flag (default summary)")

@@ -158,22 +158,19 @@ class BatchEngine:
                     shapes += 1
         return shapes
 
-    def step_cost_table(self, batches: Sequence[int] | None = None) -> StepCostTable:
-        """Algorithm 1's table over every total verify width: `measure_step_costs` at each batch size in `batches`
-        (default 1, 2, 4, … up to max_batch), merged; a larger batch's reading wins a width two of them share."""
+    def round_cost_tables(self, batches: Sequence[int] | None = None) -> dict[int, StepCostTable]:
+        """Algorithm 1's tables: `measure_step_costs` at each batch size in `batches` (default 1, 2, 4, … up to
+        max_batch) -> {batch size: round cost by verify width}."""
         if batches is None:
             batches = sorted({min(2 ** k, self.max_batch) for k in range(self.max_batch.bit_length() + 1)})
-        latency: dict[int, float] = {}
-        for batch in sorted(batches):
-            table = self.measure_step_costs(batch)
-            latency.update({w: 1000.0 / r for w, r in zip(table.widths, table.rates)})
-        return StepCostTable.from_latency_ms(latency)
+        return {batch: self.measure_step_costs(batch) for batch in sorted(batches)}
 
     def measure_step_costs(self, batch: int, widths: Sequence[int] | None = None, repeats: int = 5,
                            context: int | None = None) -> StepCostTable:
-        """Time the verify step at `batch` rows × width T for T in `widths` (default 1 … γ+1), attending to a
-        `context`-position window (default: the whole cache) -> a StepCostTable over total verify width batch·T.
-        Greedy; runs on idle rows (no sequence may be in flight)."""
+        """Time whole rounds at `batch` rows: one draft block (paid whatever is verified) + the verify step at width
+        T, for T in `widths` (default 1 … γ+1), attending to a `context`-position window (default: the whole
+        cache) -> a StepCostTable over the verify width T. Latency is made non-decreasing in T (a wider verify never
+        costs less; a timing dip must not stop Algorithm 1 early). Greedy; runs on idle rows."""
         self._end_session()
         widths = list(widths) if widths is not None else list(range(1, self.round.gamma_max + 2))
         b = self._width_rows(batch)
@@ -181,15 +178,22 @@ class BatchEngine:
         self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.static_target.device))
         self.round.lengths.zero_()
         synchronize = torch.cuda.synchronize if self.static_target.device.type == "cuda" else (lambda: None)
-        latency = {}
-        for t in widths:
-            self._verify(b, t, window)  # warm-up (and graph capture)
+
+        def one_round(t: int) -> None:
+            if self.draft is not None:
+                self._propose(b, window)
+            self._verify(b, t, window)
+
+        latency, slowest = {}, 0.0
+        for t in sorted(widths):
+            one_round(t)  # warm-up (and graph capture)
             synchronize()
             began = time.perf_counter()
             for _ in range(repeats):
-                self._verify(b, t, window)
+                one_round(t)
             synchronize()
-            latency[batch * t] = 1000.0 * (time.perf_counter() - began) / repeats
+            slowest = max(slowest, 1000.0 * (time.perf_counter() - began) / repeats)
+            latency[t] = slowest
         return StepCostTable.from_latency_ms(latency)
 
 

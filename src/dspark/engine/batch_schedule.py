@@ -2,13 +2,21 @@
 
 Rules: `none` (every draft the token budget allows), `threshold` (cut at the first slot whose calibrated confidence
 σ(c_k / T_k) is below GenerationConfig.confidence_threshold, as the batch-1 engine does) and `algorithm1` (the
-DSpark paper's hardware-aware prefix scheduler over all active rows with a measured StepCostTable; the tensor form
-here equals `schedule.schedule_prefixes`). Each decision only uses confidences, which depend on drafts before the
-slot they decide about, so scheduling never changes what is committed (lossless); it only changes the work.
+DSpark paper's hardware-aware prefix scheduler with a measured round-cost table, for this engine's verify pass).
+
+This engine verifies a rectangle: every row of a round runs the target over the same width t (anchor + t−1 slots),
+so a round costs what its widest row costs, and a row that verifies fewer slots saves nothing. The paper's Algorithm
+1 prices each extra token separately (a packed, ragged verify). Here its greedy search runs over the shared width:
+t grows one slot at a time, each step adding every row's chance of accepting that slot to the expected commits τ*,
+while τ*·rounds-per-second(t) improves; the first step that does not improve it stops the search. With one row this
+is exactly the paper's Algorithm 1 (`schedule.schedule_prefixes`). The decision to verify slot k only uses
+confidences up to slot k, which depend on drafts before it (non-anticipating), so scheduling never changes what is
+committed (lossless); it only changes the work. What it does not do: choose rows' lengths separately.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import torch
 
@@ -19,48 +27,47 @@ RULES = ("none", "threshold", "algorithm1")
 
 @dataclass(frozen=True)
 class Scheduling:
+    """A rule and, for algorithm1, the round cost by verify width t (tokens per row): one table for every batch
+    size, or {rows: table} as `BatchEngine.round_cost_tables` measures (a batch uses the smallest measured size that
+    holds it, else the largest)."""
+
     rule: str = "none"  # one of RULES
-    cost: StepCostTable | None = None  # algorithm1's measured verify cost (steps/s by total verify width)
+    cost: StepCostTable | Mapping[int, StepCostTable] | None = None
+    _rates: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # (rows, γ, device) -> [γ+1]
 
     def __post_init__(self) -> None:
         if self.rule not in RULES:
             raise ValueError(f"scheduling rule {self.rule!r} is unknown; use one of {RULES}")
-        if self.rule == "algorithm1" and self.cost is None:
-            raise ValueError("algorithm1 scheduling needs a StepCostTable (engine.measure_step_costs(...) makes one)")
+        if self.rule == "algorithm1" and not self.cost:
+            raise ValueError("algorithm1 scheduling needs a StepCostTable per batch size "
+                             "(BatchEngine.round_cost_tables() measures them)")
+
+    def table(self, rows: int) -> StepCostTable:
+        if isinstance(self.cost, StepCostTable):
+            return self.cost
+        sizes = sorted(self.cost)
+        return self.cost[next((s for s in sizes if s >= rows), sizes[-1])]
+
+    def rates(self, rows: int, gamma: int, device: torch.device) -> torch.Tensor:
+        """Rounds per second at verify widths 1 … γ+1 for a batch of `rows` [γ+1], float64, cached on device."""
+        key = (rows, gamma, str(device))
+        if key not in self._rates:
+            table = self.table(rows)
+            self._rates[key] = torch.tensor([table(t) for t in range(1, gamma + 2)], dtype=torch.float64,
+                                            device=device)
+        return self._rates[key]
 
 
-def table_rates(cost: StepCostTable, widths: torch.Tensor) -> torch.Tensor:
-    """StepCostTable(width) for a tensor of widths, in float64, with the table's own arithmetic."""
-    w = torch.tensor(cost.widths, dtype=torch.float64, device=widths.device)  # [K]
-    r = torch.tensor(cost.rates, dtype=torch.float64, device=widths.device)  # [K]
-    x = widths.to(torch.float64)
-    if len(cost.widths) == 1:
-        return r[0].expand_as(x)
-    right = torch.searchsorted(w, x).clamp(1, len(cost.widths) - 1)  # first measured width ≥ x
-    w0, w1, r0, r1 = w[right - 1], w[right], r[right - 1], r[right]
-    inside = r0 + (r1 - r0) * (x - w0) / (w1 - w0)
-    return torch.where(x <= w[0], r[0], torch.where(x > w[-1], r[-1], inside))
-
-
-def schedule_prefixes_tensor(alive: torch.Tensor, cost: StepCostTable) -> torch.Tensor:
-    """Algorithm 1 without leaving the device: survival `alive` [R, γ] -> drafts to verify per request [R] (long).
-
-    Candidates (r, j) sorted by decreasing prefix survival (ties: slot, then request, as the list version); a
-    prefix never increases, so every candidate extends its request's prefix by one. Keep candidates while the
-    expected throughput τ*·SPS(width) improves; stop at the first that does not (or at a zero survival)."""
-    prefix = alive.float().clamp(0, 1).cumprod(-1)  # [R, γ]
-    requests = prefix.shape[0]
-    values = prefix.t().reshape(-1).to(torch.float64)  # [γ·R], slot-major so a stable sort breaks ties (j, r)
-    order = torch.sort(values, descending=True, stable=True).indices  # [γ·R]
-    ranked = values[order]
-    base = torch.full((1,), float(requests), dtype=torch.float64, device=values.device)
-    tau = torch.cat([base, ranked]).cumsum(0)  # [γ·R + 1] (left-to-right sums, as the list version)
-    widths = requests + torch.arange(ranked.numel() + 1, device=values.device)  # [γ·R + 1]
-    throughput = tau * table_rates(cost, widths)  # [γ·R + 1]
-    improving = (throughput[1:] > throughput[:-1]) & (ranked > 0)  # [γ·R]
-    kept = improving.long().cumprod(0)  # [γ·R] 1 until the first non-improving candidate
-    lengths = torch.zeros(requests, dtype=torch.long, device=values.device)
-    return lengths.scatter_add_(0, order % requests, kept)
+def rectangle_drafts(alive: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
+    """Algorithm 1 over a shared verify width: survival `alive` [R, γ] (zero past a row's budget) and rounds per
+    second at widths 1 … γ+1 `rates` [γ+1] -> drafts every row verifies (0-d long tensor, stays on device)."""
+    prefix = alive.float().clamp(0, 1).cumprod(-1)  # [R, γ] chance that slot j is accepted
+    gain = prefix.sum(0).to(torch.float64)  # [γ] expected extra commits from verifying slot j in every row
+    start = torch.full((1,), float(prefix.shape[0]), dtype=torch.float64, device=alive.device)
+    tau = torch.cat([start, gain]).cumsum(0)  # [γ+1] expected commits at widths 1 … γ+1 (anchors give R)
+    throughput = tau * rates  # [γ+1]
+    improving = (throughput[1:] > throughput[:-1]) & (gain > 0)  # [γ]
+    return improving.long().cumprod(0).sum()  # slots kept until the first step that does not improve
 
 
 def scheduled_lengths(confidence_logits: torch.Tensor | None, room: torch.Tensor, gamma: int,
@@ -69,7 +76,7 @@ def scheduled_lengths(confidence_logits: torch.Tensor | None, room: torch.Tensor
     lengths = room.clamp(0, gamma)  # [B]
     if scheduling.rule == "none" or confidence_logits is None or gamma == 0:
         return lengths
-    alive = survival(confidence_logits, temperatures)  # [B, γ]
+    alive = survival(confidence_logits[:, :gamma], temperatures)  # [B, γ]
     if scheduling.rule == "threshold":
         if threshold <= 0:
             return lengths
@@ -78,4 +85,5 @@ def scheduled_lengths(confidence_logits: torch.Tensor | None, room: torch.Tensor
         return torch.minimum(lengths, cut)
     slots = torch.arange(gamma, device=room.device)
     alive = alive.masked_fill(slots[None] >= lengths[:, None], 0.0)  # slots beyond the budget cannot be verified
-    return torch.minimum(lengths, schedule_prefixes_tensor(alive, scheduling.cost))
+    rates = scheduling.rates(alive.shape[0], gamma, alive.device)  # [γ+1]
+    return torch.minimum(lengths, rectangle_drafts(alive, rates))

@@ -25,8 +25,9 @@ def threshold_length(confidence_logits: torch.Tensor, threshold: float,
 
 
 class StepCostTable:
-    """Measured verify cost: steps per second at a total verify width of B tokens (anchors included), linear in
-    between the measured widths and flat beyond them. A flat table means verifying more costs nothing."""
+    """Measured round cost: rounds (steps) per second at a verify width of B tokens per row (anchor included),
+    linear in between the measured widths and flat beyond them. A flat table means verifying more costs nothing.
+    The list scheduler below reads B as the total over its requests (the paper's packed verify)."""
 
     def __init__(self, widths: list[int], steps_per_second: list[float]):
         if len(widths) != len(steps_per_second) or not widths or sorted(widths) != list(widths):

@@ -46,7 +46,7 @@ def spec_tokens_per_round(served: ServedModel, settings: ServeSettings) -> int:
 def start_scheduler(served: ServedModel, settings: ServeSettings,
                     metrics: ServerMetrics) -> BatchScheduler | WorkerPool:
     """The batched engine's scheduler when it runs the served target (Llama / Qwen3 / Qwen2 / Mistral), else batch-1
-    workers. With --algorithm1 the batched scheduler measures its step-cost table here, once."""
+    workers. With --algorithm1 the batched scheduler measures its round-cost tables here, once."""
     if settings.algorithm1:
         _require_confidence_head(served)
     if batching_supported(served):

@@ -48,13 +48,13 @@ def sampling_key(config: GenerationConfig) -> GenerationConfig:
 class BatchScheduler(JobCounts):
     def __init__(self, served: ServedModel, max_batch: int, max_queue: int,
                  on_change: Callable[[int, int], None] = lambda waiting, running: None, algorithm1: bool = False):
-        """`algorithm1`: every session schedules with the paper's Algorithm 1 on a step-cost table measured here,
+        """`algorithm1`: every session schedules with the paper's Algorithm 1 on round-cost tables measured here,
         once, before the engine thread starts (else the config's threshold rule, or none)."""
         if max_batch < 1 or max_queue < 1:
             raise ValueError("a batched scheduler needs at least one row and room for one queued job")
         gamma = served.draft.config.num_draft_tokens if served.draft is not None else 0
         self.engine = BatchEngine(served.new_target(), served.draft, max_batch, served.context_length + gamma + 1)
-        self.scheduling = Scheduling("algorithm1", self.engine.step_cost_table()) if algorithm1 else None
+        self.scheduling = Scheduling("algorithm1", self.engine.round_cost_tables()) if algorithm1 else None
         self._pending: deque[GenerationJob] = deque()
         self._live: dict[int, tuple[GenerationJob, TokenSink]] = {}
         self._ids = itertools.count()

@@ -21,7 +21,7 @@ class ServeSettings:
     max_model_len: int | None = None  # prompt + completion tokens per request (None: the model's own context)
     block_size: int | None = None  # drafts verified per round at most (None: the draft's own; 0: no drafting)
     confidence_threshold: float = 0.0  # cut a block at the first slot whose confidence is below this
-    algorithm1: bool = False  # schedule blocks with the paper's Algorithm 1 on a step-cost table measured at startup
+    algorithm1: bool = False  # schedule blocks with the paper's Algorithm 1 on round costs measured at startup
     spec_metrics: str = "summary"  # per-request `metrics.speculative_decoding`: none | summary | detailed
     default_completion_tokens: int = 16  # /v1/completions max_tokens when the request leaves it out (OpenAI's)
     max_request_bytes: int = 8 * 1024 * 1024
