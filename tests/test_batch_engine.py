@@ -177,9 +177,33 @@ def test_graph_wrapper_warm_up_and_replay_leave_generation_unchanged():
     check_graphs(engine, PROMPTS, config)  # graphed (here: warmed-up, restored, replayed) == eager
     results = engine.generate(PROMPTS, config)
     assert [r.tokens for r in results] == [generate(target, draft, p, config).tokens for p in PROMPTS]
-    assert {key[0] for key in engine.graphs.graphs} == {"propose", "verify"}
+    assert {key[0] for key in engine.graphs.graphs} == {"prefill", "propose", "verify"}
+    assert {key[2] for key in engine.graphs.graphs if key[0] == "prefill"} == {64}  # prompts padded to 64 tokens
     warm = BatchEngine(target, draft, max_batch=2, max_length=300, pad_to_buckets=True)
     warm.graphs = _EagerReplay(warm.round)
-    assert warm.warm_up() == len(warm.graphs.graphs) == 2 * 2 * (1 + 5)  # buckets 1 2 × windows 256 304 × steps
+    # buckets 1 2 × windows 256 304 × (propose + 5 verify widths), + prefills: buckets 1 2 × widths 64 128 256 304
+    assert warm.warm_up() == len(warm.graphs.graphs) == 2 * 2 * (1 + 5) + 2 * 4
     assert [r.tokens for r in warm.generate(PROMPTS, config)] == [r.tokens for r in results]
-    assert len(warm.graphs.graphs) == 24  # everything the generation needed was already captured
+    assert len(warm.graphs.graphs) == 32  # everything the generation needed was already captured
+
+
+def test_a_padded_prefill_repeats_its_first_entry_and_fills_the_rows_exactly_as_an_exact_one():
+    model, draft = build_pair()
+    target = Target(model, draft.config.target_layer_ids)
+    prompts, budgets = [list(b"hello wor"), list(b"abc"), list(b"xyz 123")], [5, 6, 7]
+    runs = []
+    for rows, width in ((3, 9), (4, 16)):  # exact shape; graph shape (a repeated entry, 7 padded tokens more)
+        engine = BatchEngine(target, draft, max_batch=5, max_length=64)
+        engine.round.begin(GenerationConfig(), 4, torch.Generator())
+        engine.round.stage([4, 1, 2], prompts, budgets, rows, width)
+        engine.round.prefill(rows, width)
+        r = engine.round
+        caches = engine.static_target.keys + engine.static_draft.keys + engine.static_target.values
+        runs.append((r.first[:3].tolist(), r.anchor.tolist(), r.start.tolist(), r.budget.tolist(), r.active.tolist(),
+                     [c[row, :, : len(p)] for c in caches for row, p in zip([4, 1, 2], prompts)]))
+    exact, padded = runs
+    assert exact[:5] == padded[:5]
+    assert exact[2] == [0, 3, 7, 0, 9] and exact[3] == [0, 5, 6, 0, 4] and exact[4] == [False, True, True, False, True]
+    # every prompt position's cache entries (other shapes, other kernels: equal to rounding)
+    assert all(torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(exact[5], padded[5]))
+    assert exact[0] == [generate(target, draft, p, GenerationConfig(max_new_tokens=1)).tokens[0] for p in prompts]

@@ -196,7 +196,8 @@ def graphs_check(state: dict) -> str:
 def matrix(args: argparse.Namespace, state: dict, sections: Sections) -> Any:
     settings = replace(state["settings"], deadline_s=max(1.0, sections.left() - args.reserve))
     request = job.ThroughputRequest(state["target"], False, state["draft"], state["dflash"], state["assistant"],
-                                    prompts="code", settings=settings, engine=args.engine, command=state["command"])
+                                    prompts="code", settings=settings, engine=args.engine, command=state["command"],
+                                    methods=tuple(args.methods.split(",")) if args.methods else None)
     result = job.measure_throughput(request, state["models"], state["prompts"], state["suite"], state["skipped"],
                                     args.work, progress_line)
     state["result"] = result
@@ -323,6 +324,7 @@ def main() -> int:
     parser.add_argument("--engine", default="auto", choices=("auto", "batch", "sequential"))
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--methods", help="comma-separated subset of the matrix's methods (default: all)")
     parser.add_argument("--smoke", action="store_true", help="tiny random models on the CPU (tests the script)")
     args = parser.parse_args()
     if args.smoke:

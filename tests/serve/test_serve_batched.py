@@ -42,13 +42,13 @@ def test_concurrent_greedy_requests_share_rounds_and_equal_batch1_greedy_and_met
         scheduler = app.state.pool
         assert isinstance(scheduler, BatchScheduler)
         engine, gate, widths = scheduler.engine, threading.Event(), []
-        admit, verify = engine.round.admit, engine._verify
+        admit, verify = engine._admit, engine._verify
 
         def gated_admit(*args):  # the first admission waits until every other request is queued
             gate.wait(30)
             return admit(*args)
 
-        engine.round.admit = gated_admit
+        engine._admit = gated_admit
         engine._verify = lambda b, t, window: (widths.append(b), verify(b, t, window))[1]
         api = client(url)
 

@@ -98,14 +98,14 @@ def profile_rounds(target: Target, draft: DSparkDraft | None, prompt: Sequence[i
 def profile_engine_rounds(engine: Any, prompts: Sequence[Sequence[int]], config: GenerationConfig,
                           scheduling: Any = None, sync: Callable[[], None] | None = None) -> RoundProfile:
     """The same split for a `dspark.engine.batch.BatchEngine` (graphed or eager): its propose and verify steps and
-    its per-row prefill (`round.admit`) are timed from outside for one `generate` call; rounds are batch rounds."""
+    its prefills (`_admit`) are timed from outside for one `generate` call; rounds are batch rounds."""
     sync = sync or cuda_sync(engine.target.device)
     proposes: list[float] = []
     verifies: list[float] = []
     prefills: list[float] = []
     engine._propose = _timed(type(engine)._propose.__get__(engine), proposes, sync)
     engine._verify = _timed(type(engine)._verify.__get__(engine), verifies, sync)
-    engine.round.admit = _timed(type(engine.round).admit.__get__(engine.round), prefills, sync)
+    engine._admit = _timed(type(engine)._admit.__get__(engine), prefills, sync)
     try:
         sync()
         began = time.perf_counter()
@@ -113,7 +113,7 @@ def profile_engine_rounds(engine: Any, prompts: Sequence[Sequence[int]], config:
         sync()
         seconds = time.perf_counter() - began
     finally:
-        del engine._propose, engine._verify, engine.round.admit  # back to the classes' methods
+        del engine._propose, engine._verify, engine._admit  # back to the class's methods
     rounds = max(1, len(verifies))
     host = seconds - sum(prefills) - sum(proposes) - sum(verifies)
     return RoundProfile(len(verifies), sum(len(r.tokens) for r in results), seconds, 1000 * sum(prefills),

@@ -29,6 +29,7 @@ from dspark.model.draft import DSparkDraft
 from dspark.model.target import Target
 
 BUCKETS = (1, 2, 4, 8, 16, 32, 64)
+PREFILL_GRAPH_TOKENS = 8192  # a prefill of at most this many padded tokens replays a CUDA graph; a larger one is eager
 
 
 class BatchEngine:
@@ -80,6 +81,31 @@ class BatchEngine:
             self.graphs.verify(b, t, window)
         else:
             self.round.verify(b, t, window)
+
+    def _prefill_shape(self, k: int, longest: int) -> tuple[int, int, bool]:
+        """(entries, width, graphed) of a prefill of k prompts, the longest `longest` tokens: with CUDA graphs a
+        bucket of entries × a power of two from 64 tokens (few shapes), when that is at most PREFILL_GRAPH_TOKENS;
+        else the exact shape, eagerly (a long prefill amortises its launches)."""
+        if self.graphs is None or not self.graphs.supports(self.round.config):
+            return k, longest, False
+        rows, width = self._width_rows(k), 64
+        while width < longest:
+            width *= 2
+        width = min(width, self.static_target.max_length)
+        if rows * width > PREFILL_GRAPH_TOKENS:
+            return k, longest, False
+        return rows, width, True
+
+    def _admit(self, slots: list[int], prompts: list[list[int]], budgets: list[int]) -> list[int]:
+        """Prefill prompts into rows `slots` together, each with its own token budget (new tokens, the first
+        included); returns each one's first new token (one sync)."""
+        rows, width, graphed = self._prefill_shape(len(slots), max(len(p) for p in prompts))
+        self.round.stage(slots, prompts, budgets, rows, width)
+        if graphed:
+            self.graphs.prefill(rows, width)
+        else:
+            self.round.prefill(rows, width)
+        return self.round.first[: len(slots)].tolist()
 
     # --- generation ----------------------------------------------------------------------------------------------
     def check_request(self, label: object, prompt: Sequence[int], max_new_tokens: int, gamma: int) -> None:
@@ -140,14 +166,15 @@ class BatchEngine:
     def warm_up(self, max_batch: int | None = None, context: int | None = None) -> int:
         """Run (and, with CUDA graphs, capture) every greedy step shape a generation can need: each batch bucket up to
         `max_batch`, verify widths 1 … γ+1, attention windows up to `context` positions (default: the whole cache),
-        so no capture lands inside a timed run. Returns how many shapes it ran."""
+        and the graphed prefill shapes up to that window, so no capture lands inside a timed run. Returns how many
+        shapes it ran."""
         self._end_session()
         rows = [b for b in self.buckets if b <= self._width_rows(max_batch or self.max_batch)]
         top = self._window(context if context is not None else self.static_target.max_length)
         windows = sorted({self._window(w) for w in (256 * 2**k for k in range(32)) if w < top} | {top})
         self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.static_target.device))
         self.round.lengths.zero_()
-        shapes = 0
+        shapes, done = 0, set()
         for b in rows:
             for window in windows:
                 if self.draft is not None:
@@ -156,6 +183,17 @@ class BatchEngine:
                 for t in range(1, self.round.gamma_max + 2):
                     self._verify(b, t, window)
                     shapes += 1
+        if self.graphs is not None:  # prefill shapes: entries × widths 64, 128, … (as _prefill_shape picks them)
+            for b in rows:
+                for longest in (64 * 2**k for k in range(32)):
+                    entries, width, graphed = self._prefill_shape(b, longest)
+                    if not graphed or width > top or (entries, width) in done:
+                        break
+                    done.add((entries, width))
+                    self.round.stage([0], [[0]], [1], entries, width)
+                    self.graphs.prefill(entries, width)
+                    shapes += 1
+        self._end_session()  # the dummy prefills took row 0
         return shapes
 
     def round_cost_tables(self, batches: Sequence[int] | None = None) -> dict[int, StepCostTable]:

@@ -1,7 +1,7 @@
 """The device side of one batched round: row buffers and the fixed-shape steps that read and write them.
 
 Rows 0 … b−1 of the buffers are the round's rows (b = active rows, or a bucket padded with inactive rows, whose
-budget is 0 so they verify nothing and never advance). `propose(b)` drafts a block per row; `schedule(n, …)`
+budget is 0 so they verify nothing and never advance). `stage` + `prefill(rows, width)` admit prompts. `propose(b)` drafts a block per row; `schedule(n, …)`
 decides how many drafts each of the n active rows verifies; `verify(b, t)` runs the target over [anchor, d_0 …
 d_{t−2}] at width t, accepts (greedy or rejection sampling), extends the draft's context with the verified
 features and advances start / budget / anchor, writing [accepted, L, committed tokens …] into `packed` for the
@@ -39,6 +39,9 @@ class BatchRound:
         self.confidence = zeros(max_batch, g, dtype=torch.float32)  # [B_max, γ] raw confidence logits
         self.lengths = zeros(max_batch)  # [B_max] drafts verified this round
         self.packed = zeros(max_batch, g + 3)  # [B_max, 2 + T]: accepted, L, committed tokens
+        self.prefill_ids = zeros(max_batch, target.max_length)  # [B_max, L] staged prompts
+        self.prefill_meta = zeros(3, max_batch)  # [3, B_max] staged rows, prompt lengths, budgets
+        self.first = zeros(max_batch)  # [B_max] each prefilled entry's first new token
         self.probs: torch.Tensor | None = None  # [B_max, γ, V] draft distributions (sampling only)
         self.config = GenerationConfig()
         self.gamma = 0
@@ -58,25 +61,37 @@ class BatchRound:
             return logits.argmax(-1)
         return sample(processed_probs(logits, self.config), self.generator)
 
+    def stage(self, slots: list[int], prompts: list[list[int]], budgets: list[int], rows: int, width: int) -> None:
+        """Host → the prefill buffers: entries 0 … k−1 are the prompts, right-padded to `width`, for rows `slots`,
+        each with its own token budget (new tokens, the first included); entries k … rows−1 repeat entry 0 (a fixed
+        shape for CUDA graphs: a repeat writes the same values into the same row, so it changes nothing)."""
+        k = len(slots)
+        ids = torch.zeros(rows, width, dtype=torch.long)  # [rows, P]
+        for i, prompt in enumerate(prompts):
+            ids[i, : len(prompt)] = torch.tensor(prompt)
+        ids[k:] = ids[0]
+        meta = torch.tensor([slots + slots[:1] * (rows - k), [len(p) for p in prompts] + [len(prompts[0])] * (rows - k),
+                             budgets + budgets[:1] * (rows - k)])  # [3, rows]
+        self.prefill_ids[:rows, :width].copy_(ids)
+        self.prefill_meta[:, :rows].copy_(meta)
+
     @torch.inference_mode()
-    def admit(self, slots: list[int], prompts: list[list[int]], budgets: list[int]) -> list[int]:
-        """Prefill prompts into rows `slots` in one right-padded pass (a padded position only writes cache entries
-        past its row's prompt, which stay masked until overwritten), each row with its own token budget (new tokens,
-        the first included); returns each row's first new token."""
-        device, k = self.target.device, len(slots)
-        lengths = torch.tensor([len(p) for p in prompts], device=device)  # [k]
-        width = max(len(p) for p in prompts)
-        ids = torch.tensor([p + [0] * (width - len(p)) for p in prompts], device=device)  # [k, P_max]
-        rows, zero = torch.tensor(slots, device=device), torch.zeros(k, dtype=torch.long, device=device)
-        logits, features = self.target.forward(ids, zero, rows, logits_at=lengths - 1)  # [k, 1, V], [k, P, m·d]
+    def prefill(self, rows: int, width: int) -> None:
+        """Prefill the staged prompts (`rows` entries × `width` tokens) in one pass into their cache rows and set each
+        row's anchor (its first new token, also in `first`), position and budget. A padded position only writes cache
+        entries past its row's prompt, which stay masked until overwritten."""
+        slots, lengths, budgets = self.prefill_meta[:, :rows]  # [rows] each
+        ids = self.prefill_ids[:rows, :width]  # [rows, P]
+        zero = torch.zeros_like(slots)
+        logits, features = self.target.forward(ids, zero, slots, logits_at=lengths - 1, window=width)  # [rows, 1, V]
         if self.draft is not None:
-            self.draft.extend(features, zero, rows)
-        token = self.pick(logits[:, 0])  # [k]
-        self.anchor[rows] = token
-        self.start[rows] = lengths
-        self.budget[rows] = torch.tensor(budgets, device=device) - 1  # [k]
-        self.active[rows] = True
-        return token.tolist()
+            self.draft.extend(features, zero, slots)
+        token = self.pick(logits[:, 0])  # [rows]
+        self.first[:rows] = token
+        self.anchor[slots] = token
+        self.start[slots] = lengths
+        self.budget[slots] = budgets - 1
+        self.active[slots] = True
 
     def retire(self, slot: int) -> None:
         self.active[slot] = False

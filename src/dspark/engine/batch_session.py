@@ -179,8 +179,7 @@ class BatchSession:
             batch = [self._queue.popleft() for _ in range(min(len(free), len(self._queue)))]
             for request in batch:
                 request.began = time.perf_counter()
-            firsts = engine.round.admit(free[: len(batch)], [r.prompt for r in batch],
-                                        [r.max_new_tokens for r in batch])
+            firsts = engine._admit(free[: len(batch)], [r.prompt for r in batch], [r.max_new_tokens for r in batch])
             for slot, request, first in zip(free, batch, firsts):
                 request.emit([first])
                 new[request.request_id] = [first]

@@ -1,5 +1,6 @@
 """CUDA graphs for the batched round: `BatchRound.propose(b)` and `BatchRound.verify(b, t)` captured per batch
-bucket b, verify width t and attention window (powers of two from 256), replayed over the round's static buffers.
+bucket b, verify width t and attention window (powers of two from 256), and `BatchRound.prefill(rows, width)` per
+padded prefill shape, replayed over the round's static buffers.
 
 A thin wrapper: the captured functions are the same step functions the CPU tests run eagerly; only capture and
 replay are new. A graph is captured the first time its (b, t) is needed (warm-up on a side stream, the row
@@ -35,6 +36,9 @@ class RoundGraphs:
     def verify(self, b: int, t: int, window: int) -> None:
         self._replay(("verify", b, t, window), lambda: self.round.verify(b, t, window))
 
+    def prefill(self, rows: int, width: int) -> None:
+        self._replay(("prefill", rows, width, 0), lambda: self.round.prefill(rows, width))
+
     def _replay(self, key: tuple[str, int, int, int], step: Callable[[], None]) -> None:
         replay = self.graphs.get(key)
         if replay is None:
@@ -46,7 +50,7 @@ class RoundGraphs:
         """Run the step twice (lazy initialisation, kernel selection) on a side stream, then put the row buffers
         back; cache entries the warm-up wrote past a row's position are masked until the row overwrites them."""
         r = self.round
-        buffers = (r.anchor, r.start, r.budget, r.active, r.drafts, r.confidence, r.lengths, r.packed)
+        buffers = (r.anchor, r.start, r.budget, r.active, r.drafts, r.confidence, r.lengths, r.packed, r.first)
         saved = [buffer.clone() for buffer in buffers]
         on_cuda = r.anchor.device.type == "cuda"
         side = torch.cuda.Stream() if on_cuda else None

@@ -98,7 +98,7 @@ def write_rows(cache: torch.Tensor, rows: torch.Tensor | None, positions: torch.
 
 def read_rows(cache: torch.Tensor, rows: torch.Tensor | None, b: int, window: int) -> torch.Tensor:
     """Positions < window of cache rows [B_max, H, L, D] -> [B, H, window, D] (a view for rows 0 … B−1)."""
-    return cache[:b, :, :window] if rows is None else cache.index_select(0, rows)[:, :, :window]
+    return cache[:b, :, :window] if rows is None else cache[:, :, :window].index_select(0, rows)
 
 
 def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor,
