@@ -91,7 +91,7 @@ class BatchRound:
         self.anchor[slots] = token
         self.start[slots] = lengths
         self.budget[slots] = budgets - 1
-        self.active[slots] = True
+        self.active.index_fill_(0, slots, True)  # a scalar fill: no host tensor to copy (graph capture)
 
     def retire(self, slot: int) -> None:
         self.active[slot] = False
