@@ -263,3 +263,16 @@ def test_cli_asks_for_the_models_a_named_method_needs(model_dirs, tmp_path, caps
     assert "--target PATH" in capsys.readouterr().err
     assert main(["bench", "throughput", "--smollm2", "--methods", "plain,fast"]) == 2
     assert "unknown method 'fast'" in capsys.readouterr().err
+
+
+def test_the_smollm2_flag_runs_the_converted_smollm2_folder_as_the_target(model_dirs, monkeypatch, tmp_path, capsys):
+    import dspark.testbed.smollm2 as smollm2
+
+    target_dir, _ = model_dirs
+    monkeypatch.setattr(smollm2, "smollm2_path", lambda: target_dir)  # the conversion's cache, without the wheel
+    out = tmp_path / "t.json"
+    assert main(["bench", "throughput", "--smollm2", "--methods", "plain", "--concurrency", "1", "--num-prompts", "1",
+                 "--max-new-tokens", "4", "--warmup-tokens", "0", "--no-progress", "--out", str(out)]) == 0
+    result = load_result(out)
+    assert result.target == str(target_dir)
+    assert [(r.method, r.status, r.requests) for r in result.throughput] == [("plain", "ok", 1)]

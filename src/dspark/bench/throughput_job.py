@@ -230,7 +230,7 @@ def run_throughput_job(request: ThroughputRequest, progress: Callable | None = N
     if request.smollm2:
         from dspark.testbed.smollm2 import smollm2_path
 
-        request = replace(request, target=str(smollm2_path()))
+        request = replace(request, target=str(smollm2_path()), smollm2=False)  # now a plain --target request
     models = load_throughput_models(str(request.target), request.draft, request.dflash_draft, request.assistant,
                                     request.tokenizer, request.device, request.dtype)
     prompts, skipped = encode_all(models, texts, settings.max_new_tokens, request.chat_template)
