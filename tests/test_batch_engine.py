@@ -4,16 +4,19 @@ per prompt, with the batch-1 engine's τ statistics."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 import torch
 
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.batch import BatchEngine, generate_batch
+from dspark.engine.batch_schedule import Scheduling
 from dspark.engine.draft_step import DraftContextCache, propose
 from dspark.engine.generate import prepare_pair
 from dspark.engine.graphs import RoundGraphs, check_graphs
 from dspark.engine.static_draft import StaticDraft
+from dspark.engine.schedule import StepCostTable
 from dspark.engine.static_target import StaticTarget
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 from dspark.testbed.successor_pair import EOS_ID, build_pair
@@ -181,10 +184,15 @@ def test_graph_wrapper_warm_up_and_replay_leave_generation_unchanged():
     assert {key[2] for key in engine.graphs.graphs if key[0] == "prefill"} == {64}  # prompts padded to 64 tokens
     warm = BatchEngine(target, draft, max_batch=2, max_length=300, pad_to_buckets=True)
     warm.graphs = _EagerReplay(warm.round)
-    # buckets 1 2 × windows 256 304 × (propose + 5 verify widths), + prefills: buckets 1 2 × widths 64 128 256 304
-    assert warm.warm_up() == len(warm.graphs.graphs) == 2 * 2 * (1 + 5) + 2 * 4
+    # buckets 1 2 × windows 256 304 × (propose under 3 rules + 5 verify widths), + prefills: buckets 1 2 × widths
+    # 64 128 256 304
+    assert warm.warm_up() == len(warm.graphs.graphs) == 2 * 2 * (3 + 5) + 2 * 4
     assert [r.tokens for r in warm.generate(PROMPTS, config)] == [r.tokens for r in results]
-    assert len(warm.graphs.graphs) == 32  # everything the generation needed was already captured
+    steep = Scheduling("algorithm1", StepCostTable([1, 2, 5], [100.0, 60.0, 30.0]))
+    for scheduling in (steep, Scheduling("threshold")):
+        graphed = [r.tokens for r in warm.generate(PROMPTS, replace(config, confidence_threshold=0.5), scheduling)]
+        assert graphed == [r.tokens for r in results]  # lossless under every captured rule
+    assert len(warm.graphs.graphs) == 40  # everything the generations needed was already captured
 
 
 def test_a_padded_prefill_repeats_its_first_entry_and_fills_the_rows_exactly_as_an_exact_one():

@@ -19,7 +19,7 @@ import torch
 
 from dspark.config import GenerationConfig
 from dspark.engine.batch_round import BatchRound
-from dspark.engine.batch_schedule import Scheduling
+from dspark.engine.batch_schedule import RULES, Scheduling
 from dspark.engine.batch_session import BatchSession
 from dspark.engine.generate import GenerationResult, _drafts_per_round, prepare_pair
 from dspark.engine.schedule import StepCostTable
@@ -137,8 +137,8 @@ class BatchEngine:
         self._end_session()
         generator = torch.Generator(device=self.static_target.device)
         generator.manual_seed(config.seed if config.seed is not None else int(torch.randint(2**62, (1,))))
-        self.round.begin(config, gamma, generator)
-        self._session = BatchSession(self, config, gamma, scheduling, calibration, generator)
+        self.round.begin(config, gamma, generator, scheduling, calibration)
+        self._session = BatchSession(self, config, gamma, generator)
         return self._session
 
     def _end_session(self) -> None:
@@ -165,21 +165,24 @@ class BatchEngine:
     # --- capture and measurement (idle engine only: no sequence may be in flight) --------------------------------
     def warm_up(self, max_batch: int | None = None, context: int | None = None) -> int:
         """Run (and, with CUDA graphs, capture) every greedy step shape a generation can need: each batch bucket up to
-        `max_batch`, verify widths 1 … γ+1, attention windows up to `context` positions (default: the whole cache),
-        and the graphed prefill shapes up to that window, so no capture lands inside a timed run. Returns how many
-        shapes it ran."""
+        `max_batch`, the propose step under each scheduling rule, verify widths 1 … γ+1, attention windows up to
+        `context` positions (default: the whole cache), and the graphed prefill shapes up to that window, so no
+        capture lands inside a timed run. Returns how many shapes it ran."""
         self._end_session()
         rows = [b for b in self.buckets if b <= self._width_rows(max_batch or self.max_batch)]
         top = self._window(context if context is not None else self.static_target.max_length)
         windows = sorted({self._window(w) for w in (256 * 2**k for k in range(32)) if w < top} | {top})
         self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.static_target.device))
-        self.round.lengths.zero_()
+        scheduled = self.draft is not None and self.draft.confidence_head is not None
+        rules = RULES if scheduled else ("none",)  # a propose step is captured with its session's rule
         shapes, done = 0, set()
         for b in rows:
             for window in windows:
-                if self.draft is not None:
+                for rule in rules if self.draft is not None else ():
+                    self.round.rule = rule  # what the step computes, not its values: those are read from buffers
                     self._propose(b, window)
                     shapes += 1
+                self.round.rule = "none"
                 for t in range(1, self.round.gamma_max + 2):
                     self._verify(b, t, window)
                     shapes += 1
@@ -214,7 +217,6 @@ class BatchEngine:
         b = self._width_rows(batch)
         window = self._window(context if context is not None else self.static_target.max_length)
         self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.static_target.device))
-        self.round.lengths.zero_()
         synchronize = torch.cuda.synchronize if self.static_target.device.type == "cuda" else (lambda: None)
 
         def one_round(t: int) -> None:

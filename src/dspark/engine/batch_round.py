@@ -1,8 +1,9 @@
 """The device side of one batched round: row buffers and the fixed-shape steps that read and write them.
 
 Rows 0 … b−1 of the buffers are the round's rows (b = active rows, or a bucket padded with inactive rows, whose
-budget is 0 so they verify nothing and never advance). `stage` + `prefill(rows, width)` admit prompts. `propose(b)` drafts a block per row; `schedule(n, …)`
-decides how many drafts each of the n active rows verifies; `verify(b, t)` runs the target over [anchor, d_0 …
+budget is 0 so they verify nothing and never advance). `stage` + `prefill(rows, width)` admit prompts. `propose(b)`
+drafts a block per row and then `schedule(b)` decides how many drafts each row verifies (the session's rule, fixed
+by `begin`, runs inside the same captured step; a rule's width is the one extra value the host reads); `verify(b, t)` runs the target over [anchor, d_0 …
 d_{t−2}] at width t, accepts (greedy or rejection sampling), extends the draft's context with the verified
 features and advances start / budget / anchor, writing [accepted, L, committed tokens …] into `packed` for the
 host to read in one sync. Steps take only ints, so CUDA graphs can capture them (see graphs.py). Host-side
@@ -43,16 +44,38 @@ class BatchRound:
         self.prefill_meta = zeros(3, max_batch)  # [3, B_max] staged rows, prompt lengths, budgets
         self.first = zeros(max_batch)  # [B_max] each prefilled entry's first new token
         self.probs: torch.Tensor | None = None  # [B_max, γ, V] draft distributions (sampling only)
+        self.width = zeros()  # 0-d: the round's verify width (drafts + 1), decided by a scheduling rule on device
+        self.rates = zeros(max_batch + 1, g + 1, dtype=torch.float64)  # [B_max+1, γ+1] algorithm1: rounds/s by width
+        self.temperatures = torch.ones(g, device=device)  # [γ] the confidence head's calibration (1: none)
+        self.threshold = zeros(dtype=torch.float32)  # 0-d: the threshold rule's confidence cut
         self.config = GenerationConfig()
         self.gamma = 0
+        self.rule = "none"
         self.generator: torch.Generator | None = None
 
-    def begin(self, config: GenerationConfig, gamma: int, generator: torch.Generator) -> None:
-        """Settings of one session (or generate call): sampling config, drafts per round (≤ the draft's), the RNG."""
+    def begin(self, config: GenerationConfig, gamma: int, generator: torch.Generator,
+              scheduling: Scheduling = Scheduling(), calibration: torch.Tensor | None = None) -> None:
+        """Settings of one session (or generate call): sampling config, drafts per round (≤ the draft's), the RNG,
+        the scheduling rule and the confidence calibration, copied into buffers the captured steps read."""
         self.config, self.gamma, self.generator = config, gamma, generator
         if not config.greedy and self.gamma_max and self.probs is None:
             vocab = self.target.target.vocab_size
             self.probs = torch.zeros(self.max_batch, self.gamma_max, vocab, device=self.target.device)
+        has_confidence = self.draft is not None and self.draft.draft.confidence_head is not None
+        self.rule = scheduling.rule if gamma and has_confidence else "none"
+        if self.rule == "algorithm1":
+            for rows in range(1, self.max_batch + 1):
+                self.rates[rows, : gamma + 1] = scheduling.rates(rows, gamma, self.rates.device)
+        self.temperatures.fill_(1.0)
+        if calibration is not None:
+            self.temperatures[: len(calibration)] = calibration.to(self.temperatures)[: self.gamma_max]
+        self.threshold.fill_(config.confidence_threshold)
+        self.lengths.zero_()
+
+    @property
+    def schedule_key(self) -> tuple[str, int]:
+        """What a captured propose step bakes in about the session's scheduling (the rest is read from buffers)."""
+        return self.rule, self.gamma
 
     # --- host-driven row changes (eager) -------------------------------------------------------------------------
     def pick(self, logits: torch.Tensor) -> torch.Tensor:
@@ -110,22 +133,25 @@ class BatchRound:
     # --- the round's steps ---------------------------------------------------------------------------------------
     @torch.inference_mode()
     def propose(self, b: int, window: int | None = None) -> None:
-        """Draft a block for rows 0 … b−1 into drafts / probs / confidence (attending to positions < window)."""
+        """Draft a block for rows 0 … b−1 into drafts / probs / confidence (attending to positions < window), then
+        decide how many drafts each row verifies (`schedule`)."""
         out = self.draft.propose(self.anchor[:b], self.start[:b], None, self.config, self.generator, window)
         self.drafts[:b].copy_(out.tokens)  # [b, γ]
         if out.probs is not None:
             self.probs[:b].copy_(out.probs)  # [b, γ, V]
         if out.confidence_logits is not None:
             self.confidence[:b].copy_(out.confidence_logits)  # [b, γ]
+        self.schedule(b)
 
-    @torch.inference_mode()
-    def schedule(self, n: int, scheduling: Scheduling, temperatures: torch.Tensor | None) -> None:
-        """lengths of the n active rows (rows 0 … n−1) from budget and scheduling; other rows verify nothing."""
+    def schedule(self, b: int) -> None:
+        """lengths of rows 0 … b−1 from their budgets and the session's rule (a row without a request verifies
+        nothing), and `width` = the longest + 1."""
         has_confidence = self.draft is not None and self.draft.draft.confidence_head is not None
-        lengths = scheduled_lengths(self.confidence[:n] if has_confidence else None, self.budget[:n] - 1,
-                                    self.gamma, scheduling, self.config.confidence_threshold, temperatures)
-        self.lengths.zero_()
-        self.lengths[:n] = lengths
+        lengths = scheduled_lengths(self.confidence[:b] if has_confidence else None, self.budget[:b] - 1,
+                                    self.gamma, self.rule, self.threshold, self.temperatures,
+                                    self.rates[b, : self.gamma + 1])
+        self.lengths[:b] = lengths  # [b]
+        self.width.copy_(lengths.max() + 1)
 
     @torch.inference_mode()
     def verify(self, b: int, t: int, window: int | None = None) -> None:

@@ -58,32 +58,36 @@ class Scheduling:
         return self._rates[key]
 
 
-def rectangle_drafts(alive: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
+def rectangle_drafts(alive: torch.Tensor, rates: torch.Tensor, anchors: torch.Tensor | None = None) -> torch.Tensor:
     """Algorithm 1 over a shared verify width: survival `alive` [R, γ] (zero past a row's budget) and rounds per
-    second at widths 1 … γ+1 `rates` [γ+1] -> drafts every row verifies (0-d long tensor, stays on device)."""
+    second at widths 1 … γ+1 `rates` [γ+1] -> drafts every row verifies (0-d long tensor, stays on device).
+    `anchors`: how many rows commit an anchor (0-d; default R; padding rows of a bucket commit nothing)."""
     prefix = alive.float().clamp(0, 1).cumprod(-1)  # [R, γ] chance that slot j is accepted
     gain = prefix.sum(0).to(torch.float64)  # [γ] expected extra commits from verifying slot j in every row
-    start = torch.full((1,), float(prefix.shape[0]), dtype=torch.float64, device=alive.device)
-    tau = torch.cat([start, gain]).cumsum(0)  # [γ+1] expected commits at widths 1 … γ+1 (anchors give R)
+    if anchors is None:
+        anchors = torch.tensor(float(prefix.shape[0]), device=alive.device)
+    tau = torch.cat([anchors.to(torch.float64).reshape(1), gain]).cumsum(0)  # [γ+1] expected commits by width
     throughput = tau * rates  # [γ+1]
     improving = (throughput[1:] > throughput[:-1]) & (gain > 0)  # [γ]
     return improving.long().cumprod(0).sum()  # slots kept until the first step that does not improve
 
 
-def scheduled_lengths(confidence_logits: torch.Tensor | None, room: torch.Tensor, gamma: int,
-                      scheduling: Scheduling, threshold: float, temperatures: torch.Tensor | None) -> torch.Tensor:
-    """Drafts to verify per row [B]: at most γ and at most `room` [B] (the token budget left after the bonus)."""
+def scheduled_lengths(confidence_logits: torch.Tensor | None, room: torch.Tensor, gamma: int, rule: str,
+                      threshold: torch.Tensor, temperatures: torch.Tensor | None,
+                      rates: torch.Tensor | None) -> torch.Tensor:
+    """Drafts to verify per row [B]: at most γ and at most `room` [B] (the token budget left after the bonus; −1 on
+    a row without a request). `threshold` (0-d): the threshold rule's cut (0 cuts nothing); `rates` [γ+1]:
+    algorithm1's rounds per second by width for this many rows. Tensor ops only (no host value is read), so a CUDA
+    graph can capture it."""
     lengths = room.clamp(0, gamma)  # [B]
-    if scheduling.rule == "none" or confidence_logits is None or gamma == 0:
+    if rule == "none" or confidence_logits is None or gamma == 0:
         return lengths
     alive = survival(confidence_logits[:, :gamma], temperatures)  # [B, γ]
-    if scheduling.rule == "threshold":
-        if threshold <= 0:
-            return lengths
+    if rule == "threshold":
         below = alive < threshold  # [B, γ]
         cut = torch.where(below.any(-1), below.long().argmax(-1), gamma)  # [B] first slot below
         return torch.minimum(lengths, cut)
     slots = torch.arange(gamma, device=room.device)
     alive = alive.masked_fill(slots[None] >= lengths[:, None], 0.0)  # slots beyond the budget cannot be verified
-    rates = scheduling.rates(alive.shape[0], gamma, alive.device)  # [γ+1]
-    return torch.minimum(lengths, rectangle_drafts(alive, rates))
+    anchors = (room >= 0).sum()  # rows that hold a request
+    return torch.minimum(lengths, rectangle_drafts(alive, rates, anchors))

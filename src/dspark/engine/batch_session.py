@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from dspark.config import GenerationConfig
-from dspark.engine.batch_schedule import Scheduling
 from dspark.engine.generate import GenerationResult
 from dspark.engine.stats import StatsRecorder
 
@@ -74,10 +73,8 @@ class _Request:
 class BatchSession:
     """Requests decoded together with one GenerationConfig's sampling settings; see the module docstring."""
 
-    def __init__(self, engine: BatchEngine, config: GenerationConfig, gamma: int, scheduling: Scheduling,
-                 calibration: torch.Tensor | None, generator: torch.Generator):
-        self.engine, self.config, self.gamma = engine, config, gamma
-        self.scheduling, self.calibration, self.generator = scheduling, calibration, generator
+    def __init__(self, engine: BatchEngine, config: GenerationConfig, gamma: int, generator: torch.Generator):
+        self.engine, self.config, self.gamma, self.generator = engine, config, gamma, generator
         self._requests: dict[Hashable, _Request] = {}
         self._queue: deque[_Request] = deque()
         self._slots: list[_Request | None] = [None] * engine.max_batch
@@ -197,10 +194,9 @@ class BatchSession:
         anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in rows)  # the furthest anchor
         window = engine._window(anchor_at + max(engine.round.gamma_max + 1, engine.round.block_size))
         if self.gamma:
-            engine._propose(b, window)
-        engine.round.schedule(n, self.scheduling, self.calibration)
-        if self.scheduling.rule != "none" and self.gamma:
-            t = max(engine.round.lengths[:n].tolist()) + 1  # the scheduled width (one small extra sync)
+            engine._propose(b, window)  # drafts, and how many of them each row verifies
+        if engine.round.rule != "none":
+            t = int(engine.round.width)  # the scheduled width (one small extra sync)
         else:
             t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in rows) - 1) + 1
         engine._verify(b, t, window)

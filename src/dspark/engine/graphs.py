@@ -20,18 +20,18 @@ from dspark.engine.batch_round import BatchRound
 
 
 class RoundGraphs:
-    """Captured steps of one BatchRound, keyed by (step, b, t, attention window)."""
+    """Captured steps of one BatchRound, keyed by (step, b, t, attention window[, the session's scheduling])."""
 
     def __init__(self, round: BatchRound):
         self.round = round
-        self.graphs: dict[tuple[str, int, int, int], Callable[[], None]] = {}  # replays
+        self.graphs: dict[tuple, Callable[[], None]] = {}  # replays by (step, rows, width, window[, scheduling])
         self.pool = None
 
     def supports(self, config: GenerationConfig) -> bool:
         return config.greedy
 
-    def propose(self, b: int, window: int) -> None:
-        self._replay(("propose", b, 0, window), lambda: self.round.propose(b, window))
+    def propose(self, b: int, window: int) -> None:  # the session's scheduling rule is captured with it
+        self._replay(("propose", b, 0, window, self.round.schedule_key), lambda: self.round.propose(b, window))
 
     def verify(self, b: int, t: int, window: int) -> None:
         self._replay(("verify", b, t, window), lambda: self.round.verify(b, t, window))
@@ -39,7 +39,7 @@ class RoundGraphs:
     def prefill(self, rows: int, width: int) -> None:
         self._replay(("prefill", rows, width, 0), lambda: self.round.prefill(rows, width))
 
-    def _replay(self, key: tuple[str, int, int, int], step: Callable[[], None]) -> None:
+    def _replay(self, key: tuple, step: Callable[[], None]) -> None:
         replay = self.graphs.get(key)
         if replay is None:
             self._warm_up(step)
@@ -50,7 +50,8 @@ class RoundGraphs:
         """Run the step twice (lazy initialisation, kernel selection) on a side stream, then put the row buffers
         back; cache entries the warm-up wrote past a row's position are masked until the row overwrites them."""
         r = self.round
-        buffers = (r.anchor, r.start, r.budget, r.active, r.drafts, r.confidence, r.lengths, r.packed, r.first)
+        buffers = (r.anchor, r.start, r.budget, r.active, r.drafts, r.confidence, r.lengths, r.packed, r.first,
+                   r.width, r.threshold)
         saved = [buffer.clone() for buffer in buffers]
         on_cuda = r.anchor.device.type == "cuda"
         side = torch.cuda.Stream() if on_cuda else None
