@@ -11,7 +11,10 @@ from test_serve_load import wait_for
 from test_serve_support import client, scrape, single_thread, tiny_served, value  # noqa: F401
 
 from dspark.config import GenerationConfig
+from dspark.engine.batch import BatchEngine
 from dspark.engine.generate import generate
+from dspark.engine.graphs import RoundGraphs
+from dspark.serve import batch_scheduler
 from dspark.serve.app import create_app, start_scheduler
 from dspark.serve.batch_scheduler import BatchScheduler
 from dspark.serve.metrics import ServerMetrics
@@ -122,3 +125,29 @@ def test_a_target_the_batched_engine_cannot_run_keeps_the_batch1_worker_pool():
         assert isinstance(pool, WorkerPool)
     finally:
         pool.close()
+
+
+class _EagerGraphs(RoundGraphs):
+    """The CUDA-graph wrapper with capture replaced by the step itself (what a GPU engine runs, minus CUDA)."""
+
+    def _record(self, step):
+        return step
+
+
+def test_a_graphed_engine_captures_its_graphs_at_startup_and_serves_the_same_greedy_text(monkeypatch):
+    class GraphedEngine(BatchEngine):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, pad_to_buckets=True, **kwargs)
+            self.graphs = _EagerGraphs(self.round)
+
+    monkeypatch.setattr(batch_scheduler, "BatchEngine", GraphedEngine)
+    served = tiny_served()
+    app = create_app(served, ServeSettings(port=0, max_concurrency=2))
+    with BackgroundServer(app) as url:
+        graphs = app.state.pool.engine.graphs.graphs
+        captured = len(graphs)
+        assert captured > 0 and {key[0] for key in graphs} == {"prefill", "propose", "verify"}
+        text = client(url).completions.create(model=served.name, prompt="Hello", max_tokens=20,
+                                              temperature=0).choices[0].text
+        assert text == served.tokenizer.decode(batch1("Hello", 20).tokens, skip_special_tokens=True)
+        assert len(graphs) == captured  # the request needed no capture of its own

@@ -3,7 +3,7 @@
 Used instead of `scheduler.WorkerPool` when the served target is one `BatchEngine` runs (Llama / Qwen3 / Qwen2 /
 Mistral, see `batching_supported`); the HTTP side is the same (`submit`, `waiting`, `running`, `close`). The thread
 owns a `BatchEngine` built once at startup (max_batch = --max-concurrency rows, max_length = the served context + a
-block) and loops: take queued jobs into free rows of the open session, step one round, feed each request's new tokens
+block; on a GPU its CUDA graphs are all captured then) and loops: take queued jobs into free rows of the open session, step one round, feed each request's new tokens
 to its job's `TokenSink` (text, stop strings, metrics, events), release finished rows, cancel rows whose stop string
 matched or whose client went away (a job cancelled while queued is skipped, never run).
 
@@ -54,6 +54,9 @@ class BatchScheduler(JobCounts):
             raise ValueError("a batched scheduler needs at least one row and room for one queued job")
         gamma = served.draft.config.num_draft_tokens if served.draft is not None else 0
         self.engine = BatchEngine(served.new_target(), served.draft, max_batch, served.context_length + gamma + 1)
+        if self.engine.graphs is not None:  # capture now, not during the first requests of each shape
+            log.info("capturing CUDA graphs for up to %d rows and %d positions", max_batch, served.context_length)
+            log.info("captured %d CUDA graphs", self.engine.warm_up())
         self.scheduling = Scheduling("algorithm1", self.engine.round_cost_tables()) if algorithm1 else None
         self._pending: deque[GenerationJob] = deque()
         self._live: dict[int, tuple[GenerationJob, TokenSink]] = {}
