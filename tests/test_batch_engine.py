@@ -215,3 +215,24 @@ def test_a_padded_prefill_repeats_its_first_entry_and_fills_the_rows_exactly_as_
     # every prompt position's cache entries (other shapes, other kernels: equal to rounding)
     assert all(torch.allclose(a, b, atol=1e-5, rtol=1e-5) for a, b in zip(exact[5], padded[5]))
     assert exact[0] == [generate(target, draft, p, GenerationConfig(max_new_tokens=1)).tokens[0] for p in prompts]
+
+
+def test_graphed_prefill_caps_its_width_at_the_cache_and_runs_large_admissions_eagerly(monkeypatch):
+    import dspark.engine.batch as batch_module
+
+    model, draft = build_pair()
+    target = Target(model, draft.config.target_layer_ids)
+    engine = BatchEngine(target, draft, max_batch=4, max_length=300, pad_to_buckets=True)
+    engine.graphs = _EagerReplay(engine.round)
+    long = [int(t) for t in torch.randint(0, 250, (280,), generator=torch.Generator().manual_seed(0))]
+    assert engine._prefill_shape(1, 280) == (1, 304, True)  # 512 capped at the 304-position cache
+    monkeypatch.setattr(batch_module, "PREFILL_GRAPH_TOKENS", 256)
+    assert engine._prefill_shape(3, 100) == (3, 100, False)  # 4 × 128 padded tokens > 256: exact shape, eager
+    config = GenerationConfig(max_new_tokens=6)
+    prompts = [long[:280], long[:100], long[:90], long[:7]]
+    results = engine.generate(prompts, config)
+    assert [r.tokens for r in results] == [generate(target, draft, p, config).tokens for p in prompts]
+    assert not [key for key in engine.graphs.graphs if key[0] == "prefill"]  # 4 × 304 padded tokens: eager
+    one = engine.generate([long[:7]], config)  # 1 × 64 padded tokens: graphed
+    assert one[0].tokens == results[3].tokens
+    assert [key[1:3] for key in engine.graphs.graphs if key[0] == "prefill"] == [(1, 64)]
