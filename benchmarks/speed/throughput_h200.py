@@ -10,7 +10,8 @@ Sections, in order, each in try/except (an error is recorded and the run goes on
            engine, transformers generate (dynamic, static + compile), prompt lookup, assisted generation and z-lab's
            dflash_generate, at concurrency 1/4/16/64; the step-cost table for algorithm1 is measured once inside it
   profile  batch 1: time per round split into propose / verify / host for the eager batch-1 loop and for the batched
-           engine eager vs CUDA graphs; target verify latency by width; one draft step
+           engine eager vs CUDA graphs (DSpark also under the threshold and Algorithm 1: what a scheduled round
+           adds); target verify latency by width; one draft step
   report   $OUT: throughput.json, report.md (+ goals and profile), PNG plots, summary.json (at most 6 files)
 Prints the table, the goals, and ends with one JSON line.
 
@@ -246,8 +247,24 @@ def profile(args: argparse.Namespace, state: dict) -> dict:
                     return profile_engine_rounds(built, [prompt], config).as_dict()
 
                 part(f"batch_engine_{'graphs' if graphs else 'eager'}/{name}", run)
+                if name == "dspark" and draft.confidence_head is not None:  # what a scheduled round adds
+                    for rule in ("threshold", "algorithm1"):
+                        part(f"batch_engine_{'graphs' if graphs else 'eager'}/dspark+{rule}",
+                             lambda e=engine, r=rule: scheduled_profile(e, prompt, config, r, args.threshold))
                 engine.release()
     return out
+
+
+def scheduled_profile(engine: OurEngine, prompt: list[int], config: GenerationConfig, rule: str,
+                      threshold: float) -> dict:
+    """`profile_engine_rounds` at batch 1 under a scheduling rule (Algorithm 1 on the engine's own batch-1 table)."""
+    from dspark.engine.batch_schedule import Scheduling
+
+    built = engine.engine(1)
+    scheduling = Scheduling(rule, built.round_cost_tables([1]) if rule == "algorithm1" else None)
+    config = replace(config, confidence_threshold=threshold if rule == "threshold" else 0.0)
+    built.generate([prompt], replace(config, max_new_tokens=16), scheduling)  # warm-up (captures)
+    return profile_engine_rounds(built, [prompt], config, scheduling).as_dict()
 
 
 def goals(result: Any) -> dict[str, dict[str, Any]]:
