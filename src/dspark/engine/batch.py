@@ -173,12 +173,14 @@ class BatchEngine:
         top = self._window(context if context is not None else self.static_target.max_length)
         windows = sorted({self._window(w) for w in (256 * 2**k for k in range(32)) if w < top} | {top})
         self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.static_target.device))
-        scheduled = self.draft is not None and self.draft.confidence_head is not None
-        rules = RULES if scheduled else ("none",)  # a propose step is captured with its session's rule
+        if self.draft is None:
+            rules = ()  # no propose step
+        else:  # a propose step is captured with its session's rule
+            rules = RULES if self.draft.confidence_head is not None else ("none",)
         shapes, done = 0, set()
         for b in rows:
             for window in windows:
-                for rule in rules if self.draft is not None else ():
+                for rule in rules:
                     self.round.rule = rule  # what the step computes, not its values: those are read from buffers
                     self._propose(b, window)
                     shapes += 1

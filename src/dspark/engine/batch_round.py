@@ -63,9 +63,9 @@ class BatchRound:
             self.probs = torch.zeros(self.max_batch, self.gamma_max, vocab, device=self.target.device)
         has_confidence = self.draft is not None and self.draft.draft.confidence_head is not None
         self.rule = scheduling.rule if gamma and has_confidence else "none"
-        if self.rule == "algorithm1":
-            for rows in range(1, self.max_batch + 1):
-                self.rates[rows, : gamma + 1] = scheduling.rates(rows, gamma, self.rates.device)
+        if self.rule == "algorithm1":  # every batch size's table, in one copy
+            rates = torch.stack([scheduling.rates(rows, gamma) for rows in range(1, self.max_batch + 1)])
+            self.rates[1:, : gamma + 1] = rates  # [B_max, γ+1]
         self.temperatures.fill_(1.0)
         if calibration is not None:
             self.temperatures[: len(calibration)] = calibration.to(self.temperatures)[: self.gamma_max]

@@ -16,7 +16,7 @@ committed (lossless); it only changes the work. What it does not do: choose rows
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -33,7 +33,6 @@ class Scheduling:
 
     rule: str = "none"  # one of RULES
     cost: StepCostTable | Mapping[int, StepCostTable] | None = None
-    _rates: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # (rows, γ, device) -> [γ+1]
 
     def __post_init__(self) -> None:
         if self.rule not in RULES:
@@ -48,14 +47,10 @@ class Scheduling:
         sizes = sorted(self.cost)
         return self.cost[next((s for s in sizes if s >= rows), sizes[-1])]
 
-    def rates(self, rows: int, gamma: int, device: torch.device) -> torch.Tensor:
-        """Rounds per second at verify widths 1 … γ+1 for a batch of `rows` [γ+1], float64, cached on device."""
-        key = (rows, gamma, str(device))
-        if key not in self._rates:
-            table = self.table(rows)
-            self._rates[key] = torch.tensor([table(t) for t in range(1, gamma + 2)], dtype=torch.float64,
-                                            device=device)
-        return self._rates[key]
+    def rates(self, rows: int, gamma: int, device: torch.device | None = None) -> torch.Tensor:
+        """Rounds per second at verify widths 1 … γ+1 for a batch of `rows` [γ+1], float64."""
+        table = self.table(rows)
+        return torch.tensor([table(t) for t in range(1, gamma + 2)], dtype=torch.float64, device=device)
 
 
 def rectangle_drafts(alive: torch.Tensor, rates: torch.Tensor, anchors: torch.Tensor | None = None) -> torch.Tensor:
