@@ -23,6 +23,16 @@ def test_save_then_load_is_bit_identical_and_keeps_the_config(name, tmp_path):
     assert sorted(p.name for p in (tmp_path / "d").iterdir()) == ["config.json", "model.safetensors"]
 
 
+def test_load_draft_puts_every_parameter_in_the_requested_dtype(tmp_path):
+    draft = DSparkDraft(preset("tiny"))
+    save_draft(draft, tmp_path / "d")
+    loaded = load_draft(tmp_path / "d", dtype=torch.bfloat16)
+    assert {p.dtype for p in loaded.parameters()} == {torch.bfloat16}
+    assert loaded.rotary.inv_freq.dtype == torch.float32  # RoPE frequencies stay fp32
+    for (k, a), b in zip(draft.state_dict().items(), loaded.state_dict().values()):
+        assert torch.equal(a.to(torch.bfloat16), b), k
+
+
 def test_config_dict_round_trip_for_presets():
     for name in ("kimi-k3-dspark", "qwen3-8b-dspark", "tiny-rnn"):
         cfg = preset(name)

@@ -156,7 +156,7 @@ def load_draft(path: str | Path, device: str | torch.device = "cpu", dtype: torc
     check_tensors(config, tensors, str(weights))
     with torch.device("meta"):
         draft = DSparkDraft(config, with_embeddings=has_embeddings(tensors, str(weights)))
-    draft = draft.to_empty(device=device)
+    draft = draft.to_empty(device=device).to(dtype)  # parameters in `dtype` (load_state_dict keeps theirs)
     draft.load_state_dict({k: v.to(dtype) for k, v in tensors.items()}, strict=True)
     draft.rotary.reset_parameters()  # its frequencies are not in the file: recompute them off the meta device
     if draft.embed_tokens is not None:
