@@ -1,8 +1,8 @@
 """The target over a preallocated (static) KV cache: B sequences at once, each at its own position.
 
 A functional forward over the HF model's own submodules (embedding, decoder layers' norms / projections / MLP,
-final norm, LM head, and the model's own rotary embedding so RoPE scaling matches), reporting logits and the
-features a DSpark draft reads, exactly as `Target.forward` does. Keys/values of the new tokens are written into
+final norm, LM head, and the model's own rotary embedding so RoPE scaling matches; Q/K/V and gate/up run as one
+GEMM each, see fused_layers.py), reporting logits and the features a DSpark draft reads, as `Target.forward` does. Keys/values of the new tokens are written into
 cache rows at their absolute positions with no host sync; entries past a row's position are masked, so a rejected
 draft's stale entries need no cropping: the next round overwrites them. Supports Llama, Qwen3, Qwen2 and Mistral
 targets, with full or sliding-window attention per layer (the window is a mask over the full cache: nothing is evicted).
@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from dspark.engine.fused_layers import fuse_projections
 from dspark.model.rope import rotate, signed_sin
 from dspark.model.target import Target
 
@@ -87,6 +88,17 @@ def causal_bias(positions: torch.Tensor, window: int, groups: int, dtype: torch.
     return attention_bias(visible[:, None], groups, dtype)
 
 
+def rope_tables(cos: torch.Tensor, sin_signed: torch.Tensor, rotated: int, kept: int) -> tuple[torch.Tensor,
+                                                                                             torch.Tensor]:
+    """cos, sin_signed [B, T, D] -> [B, T, rotated + kept, D]: the first `rotated` heads turn, the last `kept` heads
+    get cos 1 and sin 0 (x·1 + roll(x)·0 = x exactly), so one `rotate` covers a fused q/k/v tensor. Built once per
+    forward and shared by every layer."""
+    b, t, d = cos.shape
+    ones, zeros = cos.new_ones(b, t, kept, d), cos.new_zeros(b, t, kept, d)
+    return (torch.cat([cos[:, :, None].expand(b, t, rotated, d), ones], dim=2),
+            torch.cat([sin_signed[:, :, None].expand(b, t, rotated, d), zeros], dim=2))
+
+
 def write_rows(cache: torch.Tensor, rows: torch.Tensor | None, positions: torch.Tensor, new: torch.Tensor) -> None:
     """Write new [B, H, T, D] into cache [B_max, H, L, D] at rows [B] (None: rows 0 … B−1), positions [B, T]."""
     b, h, t, d = new.shape
@@ -113,7 +125,8 @@ def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
 
 
 class StaticTarget:
-    """Per-layer K/V caches [B_max, H_kv, L_max, D] in the model dtype, and a forward that fills and reads them."""
+    """Per-layer caches [B_max, 2·H_kv, L_max, D] in the model dtype (keys, then values; `keys` / `values` are views),
+    and a forward that fills and reads them."""
 
     def __init__(self, target: Target, max_batch: int, max_length: int):
         model = target.model
@@ -127,10 +140,13 @@ class StaticTarget:
         self.heads, self.kv_heads = int(cfg.num_attention_heads), int(cfg.num_key_value_heads)
         self.head_dim = int(attn.head_dim)
         self.max_batch, self.max_length = max_batch, aligned(max_length)
+        self.fused = [fuse_projections(layer) for layer in self.backbone.layers]  # 2 GEMMs where HF runs 5
         weight = target.lm_head.weight
-        shape = (max_batch, self.kv_heads, self.max_length, self.head_dim)
-        self.keys = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in self.backbone.layers]
-        self.values = [torch.zeros_like(k) for k in self.keys]
+        shape = (max_batch, 2 * self.kv_heads, self.max_length, self.head_dim)
+        # one cache per layer, keys in heads 0 … H_kv−1 and values after them: one write per layer and token block
+        self.kv = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in self.backbone.layers]
+        self.keys = [cache[:, : self.kv_heads] for cache in self.kv]  # [B_max, H_kv, L_max, D] views
+        self.values = [cache[:, self.kv_heads :] for cache in self.kv]
 
     @property
     def device(self) -> torch.device:
@@ -138,27 +154,33 @@ class StaticTarget:
 
     def copy_row(self, source: int, destination: int) -> None:
         """Move one sequence's cache to another row (compacting the batch)."""
-        for cache in (*self.keys, *self.values):
+        for cache in self.kv:
             cache[destination].copy_(cache[source])
 
     def _attention(self, index: int, x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor,
                    positions: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor) -> torch.Tensor:
-        attn = self.backbone.layers[index].self_attn
+        """x [B, T, d] -> attention output [B, T, d]; writes the block's keys/values into the layer's cache.
+        cos / sin_signed [B, T, H + 2·H_kv, D] rotate q and k and leave v as it is (cos 1, sin 0 on v's heads)."""
+        attn, fused = self.backbone.layers[index].self_attn, self.fused[index]
         b, t, _ = x.shape
-        q = attn.q_proj(x).view(b, t, self.heads, self.head_dim)  # [B, T, H, D]
-        k = attn.k_proj(x).view(b, t, self.kv_heads, self.head_dim)
-        if getattr(attn, "q_norm", None) is not None:
-            q, k = rms_norm(attn.q_norm, q), rms_norm(attn.k_norm, k)
-        q = rotate(q.transpose(1, 2), cos, sin_signed)  # [B, H, T, D]
-        k = rotate(k.transpose(1, 2), cos, sin_signed)  # [B, H_kv, T, D]
-        v = attn.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)  # [B, H_kv, T, D]
-        write_rows(self.keys[index], rows, positions, k)
-        write_rows(self.values[index], rows, positions, v)
+        h, kv = self.heads, self.kv_heads
+        qkv = F.linear(x, fused.qkv_weight, fused.qkv_bias).view(b, t, h + 2 * kv, self.head_dim)  # [B, T, H+2H_kv, D]
+        if getattr(attn, "q_norm", None) is not None:  # Qwen3: per-head norms before RoPE
+            qkv = torch.cat([rms_norm(attn.q_norm, qkv[:, :, :h]), rms_norm(attn.k_norm, qkv[:, :, h : h + kv]),
+                             qkv[:, :, h + kv :]], dim=2)
+        qkv = rotate(qkv, cos, sin_signed)  # one rotation for q, k (and v, unchanged)
+        write_rows(self.kv[index], rows, positions, qkv[:, :, h:].transpose(1, 2))  # [B, 2·H_kv, T, D]
         window = bias.shape[-1]
         keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
         values = read_rows(self.values[index], rows, b, window)
-        out = grouped_attention(q, keys, values, bias, attn.scaling)  # [B, H, T, D]
-        return attn.o_proj(out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim))
+        out = grouped_attention(qkv[:, :, :h].transpose(1, 2), keys, values, bias, attn.scaling)  # [B, H, T, D]
+        return attn.o_proj(out.transpose(1, 2).reshape(b, t, h * self.head_dim))
+
+    def _mlp(self, index: int, x: torch.Tensor) -> torch.Tensor:
+        """The layer's gated MLP with gate and up in one GEMM."""
+        mlp, fused = self.backbone.layers[index].mlp, self.fused[index]
+        gate, up = F.linear(x, fused.gate_up_weight, fused.gate_up_bias).chunk(2, dim=-1)  # [B, T, I] each
+        return mlp.down_proj(mlp.act_fn(gate) * up)
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None = None,
@@ -170,7 +192,7 @@ class StaticTarget:
         positions = start[:, None] + torch.arange(t, device=ids.device)  # [B, T]
         x = self.backbone.embed_tokens(ids)  # [B, T, d]
         cos, sin = self.backbone.rotary_emb(x, positions)  # [B, T, D]
-        cos, sin_signed = cos[:, None], signed_sin(sin)[:, None]  # [B, 1, T, D], shared by every layer
+        cos, sin_signed = rope_tables(cos, signed_sin(sin), self.heads + self.kv_heads, self.kv_heads)
         width = min(window or self.max_length, self.max_length)
         biases = {w: causal_bias(positions, width, self.heads // self.kv_heads, x.dtype, w)
                   for w in set(self.windows)}  # [B, 1, G·T, W] per distinct window, built once per forward
@@ -178,7 +200,7 @@ class StaticTarget:
         for index, layer in enumerate(self.backbone.layers):
             x = x + self._attention(index, rms_norm(layer.input_layernorm, x), cos, sin_signed, positions, rows,
                                     biases[self.windows[index]])
-            x = x + layer.mlp(rms_norm(layer.post_attention_layernorm, x))
+            x = x + self._mlp(index, rms_norm(layer.post_attention_layernorm, x))
             if index in self.layer_ids:
                 features.append(x)
         if logits_at is not None:

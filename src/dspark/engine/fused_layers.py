@@ -1,0 +1,48 @@
+"""One matrix for a decoder layer's Q/K/V projections and one for its gate/up projections, so the static target runs
+two GEMMs where HF's forward runs five (at decode sizes each GEMM costs a kernel launch, not FLOPs).
+
+The fused matrices are built once and the HF modules' own weights (and biases) are re-pointed at views of them: no
+memory is added, and the HF forward (the batch-1 engine, training) keeps reading the same numbers. Rows are stacked
+[q; k; v] and [gate; up], so output columns split in that order. Nothing here runs a forward.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+
+class FusedProjections(NamedTuple):
+    qkv_weight: torch.Tensor  # [(H + 2·H_kv)·D, d]
+    qkv_bias: torch.Tensor | None  # [(H + 2·H_kv)·D] (Qwen2) or None
+    gate_up_weight: torch.Tensor  # [2·I, d]
+    gate_up_bias: torch.Tensor | None  # [2·I] or None
+
+
+def _stack(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Concatenate the linears' weights (and biases; a missing bias is zeros when another has one) row-wise and point
+    each linear at its slice of the result."""
+    weight = torch.cat([linear.weight.detach() for linear in linears])  # [Σ out, in]
+    has_bias = any(linear.bias is not None for linear in linears)
+    bias = None
+    if has_bias:
+        bias = torch.cat([linear.bias.detach() if linear.bias is not None else
+                          torch.zeros(linear.out_features, dtype=weight.dtype, device=weight.device)
+                          for linear in linears])  # [Σ out]
+    rows = 0
+    for linear in linears:
+        size = linear.out_features
+        linear.weight.data = weight[rows : rows + size]
+        if linear.bias is not None:
+            linear.bias.data = bias[rows : rows + size]
+        rows += size
+    return weight, bias
+
+
+def fuse_projections(layer: nn.Module) -> FusedProjections:
+    """An HF Llama-style decoder layer (self_attn.{q,k,v}_proj, mlp.{gate,up}_proj) -> its fused matrices."""
+    attn, mlp = layer.self_attn, layer.mlp
+    qkv_weight, qkv_bias = _stack([attn.q_proj, attn.k_proj, attn.v_proj])
+    gate_up_weight, gate_up_bias = _stack([mlp.gate_proj, mlp.up_proj])
+    return FusedProjections(qkv_weight, qkv_bias, gate_up_weight, gate_up_bias)
