@@ -117,6 +117,24 @@ def test_batched_greedy_equals_batch1_engine_tokens_and_stats_with_eos_and_refil
     assert any(r.tokens[-1] == EOS_ID and len(r.tokens) < 30 for r in eos_run)  # EOS stopped some rows early
 
 
+def test_the_next_block_is_drafted_before_the_sync_once_per_round_and_redrafted_only_when_rows_change():
+    model, draft = build_pair()
+    target = Target(model, draft.config.target_layer_ids)
+    engine = BatchEngine(target, draft, max_batch=2, max_length=96)
+    calls = []
+    propose = engine._propose
+    engine._propose = lambda b, window: (calls.append(b), propose(b, window))
+    config = GenerationConfig(max_new_tokens=30)
+    [alone] = engine.generate([PROMPTS[0]], config)
+    assert len(calls) == alone.stats.rounds + 1  # one per round, and the last round's look-ahead goes unused
+    assert alone.tokens == generate(target, draft, PROMPTS[0], config).tokens
+    calls.clear()
+    pair = engine.generate([PROMPTS[0], PROMPTS[2][:4]], GenerationConfig(max_new_tokens=30))
+    rounds = max(r.stats.rounds for r in pair)
+    # the shorter request's end changes the rows once: that round's look-ahead is drafted again
+    assert len(calls) == rounds + 2 and pair[0].tokens == alone.tokens
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen2", "mistral"])
 def test_batched_random_draft_and_plain_loop_equal_hf_greedy(arch):
     model = tiny_target(arch, seed=3)

@@ -80,6 +80,7 @@ class BatchSession:
         self._slots: list[_Request | None] = [None] * engine.max_batch
         self._live = 0  # rows 0 … live−1 hold requests
         self._reported: list[Update] = []  # requests finished outside a step (budget 0), reported by the next step
+        self._ahead: tuple[int, int] | None = None  # (rows, window) of a block already drafted for the rows as they are
         self.closed = False
 
     # --- requests ------------------------------------------------------------------------------------------------
@@ -139,6 +140,7 @@ class BatchSession:
             self._slots[slot] = None
             self.engine.round.retire(slot)
             self._compact()
+            self._ahead = None
         if not request.finished:
             request.finish()
         self._reported = [u for u in self._reported if u.request_id != request_id]
@@ -177,6 +179,7 @@ class BatchSession:
             for request in batch:
                 request.began = time.perf_counter()
             firsts = engine._admit(free[: len(batch)], [r.prompt for r in batch], [r.max_new_tokens for r in batch])
+            self._ahead = None  # new rows have no drafts yet
             for slot, request, first in zip(free, batch, firsts):
                 request.emit([first])
                 new[request.request_id] = [first]
@@ -188,24 +191,34 @@ class BatchSession:
             self._compact()
 
     def _round(self, n: int, new: dict[Hashable, list[int]]) -> None:
-        """One round over rows 0 … n−1: propose, schedule, verify, one sync, commit, retire the finished rows."""
+        """One round over rows 0 … n−1: propose, schedule, verify, one sync, commit, retire the finished rows.
+
+        The next round's block is drafted before the sync (the GPU drafts while the host commits): the propose step
+        reads only the rows' device state, which verify has just advanced. It is used when the next round has the
+        same rows and attention window, else drafted again; either way the steps run in the same order on the same
+        state as without the overlap, so the tokens are the same."""
         engine, rows = self.engine, self._slots[:n]
         b = engine._width_rows(n)
         anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in rows)  # the furthest anchor
         window = engine._window(anchor_at + max(engine.round.gamma_max + 1, engine.round.block_size))
-        if self.gamma:
+        if self.gamma and self._ahead != (b, window):
             engine._propose(b, window)  # drafts, and how many of them each row verifies
         if engine.round.rule != "none":
             t = int(engine.round.width)  # the scheduled width (one small extra sync)
         else:
             t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in rows) - 1) + 1
         engine._verify(b, t, window)
+        self._ahead = None
+        if self.gamma:
+            engine._propose(b, window)  # the next round's block, at this window (the next one's usual value)
+            self._ahead = (b, window)
         packed = engine.round.packed[:n, : t + 2].tolist()  # the round's one sync
         for slot, request in enumerate(rows):
             new.setdefault(request.request_id, []).extend(request.commit(packed[slot]))
             if request.finished:
                 self._slots[slot] = None
                 engine.round.retire(slot)
+                self._ahead = None  # the rows change
         self._compact()
 
     def _compact(self) -> None:
