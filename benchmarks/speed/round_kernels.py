@@ -1,0 +1,247 @@
+"""Where a batch-1 round's GPU time goes, kernel by kernel: SmolLM2-135M's shape with random weights + the shipped draft.
+
+Timing a round does not depend on the weights (only how many rounds a text takes does), so this needs no model files
+and runs in one device call. It reports:
+  steps    graphed replays (CUDA events, median of repeats) of the engine's own steps at batch 1: propose, verify at
+           widths 1 … γ+1, and their parts captured alone: the target forward at each width, the draft's context
+           extension, the block forward, the Markov decode, greedy acceptance
+  kernels  an eager torch.profiler pass over verify (width 1 and γ+1) and propose: kernels launched and their summed
+           GPU time, the heaviest kernels by name
+  gemm     the target's matrix shapes at M = 1 and M = γ+1 rows, graphed
+Prints a table per section and ends with one JSON line.
+
+    python3 benchmarks/speed/round_kernels.py            # on the GPU
+    python benchmarks/speed/round_kernels.py --smoke     # CPU: tiny shapes, eager timing, the same code path
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+
+from dspark.config import DraftConfig, GenerationConfig  # noqa: E402
+from dspark.engine.accept import accept_greedy  # noqa: E402
+from dspark.engine.batch import BatchEngine  # noqa: E402
+from dspark.engine.draft_step import decode_blocks  # noqa: E402
+from dspark.model.draft import DSparkDraft  # noqa: E402
+from dspark.model.target import Target  # noqa: E402
+
+SHIPPED = ROOT / "src/dspark/assets/smollm2-135m-instruct-dspark"
+
+
+def smollm2_config(smoke: bool):
+    from transformers import LlamaConfig
+
+    if smoke:
+        return LlamaConfig(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=6,
+                           num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+                           tie_word_embeddings=True)
+    return LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                       num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
+                       rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
+
+
+def build(smoke: bool, device: str, dtype: torch.dtype) -> tuple[Target, DSparkDraft]:
+    from transformers import LlamaForCausalLM
+
+    from dspark.formats.native import load_draft
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(smollm2_config(smoke)).to(device=device, dtype=dtype)
+    if smoke:
+        cfg = DraftConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, head_dim=16, vocab_size=512, block_size=7, target_layer_ids=(1, 3),
+                          num_target_layers=6, mask_token_id=3, markov_rank=8, enable_confidence_head=True)
+        draft = DSparkDraft(cfg).to(device=device, dtype=dtype)
+    else:
+        draft = load_draft(SHIPPED, device=device, dtype=dtype)
+    return Target(model, draft.config.target_layer_ids), draft
+
+
+class Timer:
+    """Median milliseconds per call of a step, graphed on CUDA (replays timed with events), eager elsewhere."""
+
+    def __init__(self, device: str, calls: int):
+        self.cuda, self.calls = device == "cuda", calls
+        self.pool = None
+        self.graphs: list = []  # kept alive: the shared pool needs its graphs
+
+    def __call__(self, step: Callable[[], None]) -> float:
+        if self.cuda:
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                step(), step()
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, pool=self.pool):
+                step()
+            self.pool = graph.pool()
+            self.graphs.append(graph)
+            run = graph.replay
+        else:
+            run = step
+        samples = []
+        for _ in range(5):
+            run()
+            if self.cuda:
+                begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                begin.record()
+                for _ in range(self.calls):
+                    run()
+                end.record()
+                end.synchronize()
+                samples.append(begin.elapsed_time(end) / self.calls)
+            else:
+                began = time.perf_counter()
+                for _ in range(self.calls):
+                    run()
+                samples.append(1000 * (time.perf_counter() - began) / self.calls)
+        return statistics.median(samples)
+
+
+def step_times(engine: BatchEngine, timer: Timer, window: int) -> dict[str, float]:
+    r, gamma = engine.round, engine.round.gamma_max
+    r.begin(GenerationConfig(), gamma, torch.Generator(device=engine.static_target.device))
+    r.active[0], r.budget[0], r.start[0] = False, 10**6, 200  # inactive: a replay computes everything, moves nothing
+    out: dict[str, float] = {"propose": timer(lambda: r.propose(1, window))}
+    for t in range(1, gamma + 2):
+        out[f"verify t={t}"] = timer(lambda t=t: r.verify(1, t, window))
+    for t in (1, gamma + 1):
+        ids = torch.zeros(1, t, dtype=torch.long, device=r.anchor.device)
+        out[f"  target.forward t={t}"] = timer(lambda ids=ids: engine.static_target.forward(ids, r.start[:1],
+                                                                                              window=window))
+    features = torch.zeros(1, gamma + 1, engine.target.hidden_size * len(engine.target.layer_ids),
+                           dtype=engine.static_target.keys[0].dtype, device=r.anchor.device)
+    out[f"  draft.extend t={gamma + 1}"] = timer(lambda: engine.static_draft.extend(features, r.start[:1]))
+    logits = torch.zeros(1, gamma + 1, engine.target.vocab_size, device=r.anchor.device)
+    out["  accept_greedy"] = timer(lambda: accept_greedy(r.drafts[:1], r.lengths[:1], logits))
+    sd = engine.static_draft
+    out["  block forward"] = timer(lambda: sd._block_hidden(r.anchor[:1], r.start[:1], None, window))
+    hidden = torch.zeros(1, sd.block_size, sd.draft.config.hidden_size, dtype=features.dtype, device=r.anchor.device)
+    out["  markov decode + confidence"] = timer(lambda: decode_blocks(sd.draft, hidden, r.anchor[:1],
+                                                                        GenerationConfig(), None))
+    out["  base logits (lm_head)"] = timer(lambda: sd.draft.base_logits(hidden).float())
+    return out
+
+
+def kernel_profile(engine: BatchEngine, window: int) -> dict[str, dict]:
+    from torch.profiler import ProfilerActivity, profile
+
+    r, gamma = engine.round, engine.round.gamma_max
+    cuda = engine.static_target.device.type == "cuda"
+    steps = {"verify t=1": lambda: r.verify(1, 1, window), f"verify t={gamma + 1}": lambda: r.verify(1, gamma + 1, window),
+             "propose": lambda: r.propose(1, window)}
+    out = {}
+    for name, step in steps.items():
+        step()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        with profile(activities=activities) as prof:
+            for _ in range(10):
+                step()
+            if cuda:
+                torch.cuda.synchronize()
+        by_kernel: dict[str, list[float]] = defaultdict(list)
+        for event in prof.events():
+            if cuda and event.device_type == torch.autograd.DeviceType.CUDA:
+                by_kernel[event.name[:90]].append(event.device_time_total / 1000.0)
+            elif not cuda and event.cpu_parent is None:
+                by_kernel[event.name[:90]].append(event.cpu_time_total / 1000.0)
+        total = sum(sum(v) for v in by_kernel.values()) / 10
+        count = sum(len(v) for v in by_kernel.values()) / 10
+        top = sorted(by_kernel.items(), key=lambda kv: -sum(kv[1]))[:14]
+        out[name] = {"kernels_per_call": count, "kernel_ms_per_call": total,
+                     "top": [{"kernel": k, "per_call": len(v) / 10, "ms_per_call": sum(v) / 10} for k, v in top]}
+    return out
+
+
+def gemm_times(target: Target, timer: Timer, gamma: int) -> dict[str, float]:
+    layer = target.model.model.layers[0]
+    linears = {"q": layer.self_attn.q_proj, "k": layer.self_attn.k_proj, "o": layer.self_attn.o_proj,
+               "gate": layer.mlp.gate_proj, "down": layer.mlp.down_proj, "lm_head": target.model.lm_head}
+    out = {}
+    for name, linear in linears.items():
+        for m in (1, gamma + 1):
+            x = torch.zeros(1, m, linear.in_features, dtype=linear.weight.dtype, device=linear.weight.device)
+            out[f"{name} {linear.in_features}->{linear.out_features} M={m}"] = timer(lambda x=x, f=linear: f(x))
+    return out
+
+
+def compiled_times(engine: BatchEngine, timer: Timer, window: int) -> dict[str, float]:
+    """The same target forward and propose compiled by torch.compile (inductor fuses the elementwise kernels), then
+    captured and replayed: how much kernel fusion would buy, and what it costs to compile."""
+    r, gamma, out = engine.round, engine.round.gamma_max, {}
+    # the undecorated functions under no_grad: inductor cannot trace through inference-mode tensors
+    forward = torch.compile(type(engine.static_target).forward.__wrapped__.__get__(engine.static_target),
+                            dynamic=False)
+    for t in (1, gamma + 1):
+        ids = torch.zeros(1, t, dtype=torch.long, device=r.anchor.device)
+        began = time.perf_counter()
+        forward(ids, r.start[:1], window=window)
+        out[f"compile s target.forward t={t}"] = (time.perf_counter() - began) / 1000  # shown as ms*1000 = s
+        out[f"compiled target.forward t={t}"] = timer(lambda ids=ids: forward(ids, r.start[:1], window=window))
+        print(f"  {t}: {out[f'compiled target.forward t={t}'] * 1000:.1f} µs", flush=True)
+    propose = torch.compile(type(engine.static_draft).propose.__wrapped__.__get__(engine.static_draft), dynamic=False)
+    config = GenerationConfig()
+    began = time.perf_counter()
+    propose(r.anchor[:1], r.start[:1], None, config, None, window)
+    out["compile s propose"] = (time.perf_counter() - began) / 1000
+    out["compiled propose"] = timer(lambda: propose(r.anchor[:1], r.start[:1], None, config, None, window))
+    return out
+
+
+def table(title: str, rows: dict[str, float]) -> None:
+    print(f"\n{title}")
+    for name, ms in rows.items():
+        print(f"  {name:<40} {ms * 1000:9.1f} µs")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="CPU, tiny shapes")
+    parser.add_argument("--window", type=int, default=512, help="attention window (positions)")
+    parser.add_argument("--compile", action="store_true", help="also time torch.compile'd forward and propose")
+    parser.add_argument("--calls", type=int, default=200, help="replays per timing sample")
+    args = parser.parse_args()
+    device = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
+    dtype = torch.float32 if device == "cpu" else torch.bfloat16
+    target, draft = build(args.smoke, device, dtype)
+    engine = BatchEngine(target, draft, max_batch=1, max_length=2048, cuda_graphs=False)
+    timer = Timer(device, 5 if args.smoke else args.calls)
+    gamma = engine.round.gamma_max
+    result = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
+              "window": args.window, "gamma": gamma}
+    with torch.inference_mode():
+        result["steps_ms"] = steps = step_times(engine, timer, args.window)
+        table("graphed steps, batch 1 (per call)", steps)
+        result["gemm_ms"] = gemms = gemm_times(target, timer, gamma)
+        table("target GEMMs alone (graphed)", gemms)
+        result["kernels"] = kernels = kernel_profile(engine, args.window)
+    print_kernels(kernels)
+    if args.compile:
+        with torch.no_grad():
+            result["compiled_ms"] = compiled = compiled_times(engine, timer, args.window)
+        table("torch.compile'd, graphed (compile rows: seconds)", compiled)
+    print(json.dumps(result))
+
+
+def print_kernels(kernels: dict[str, dict]) -> None:
+    for name, info in kernels.items():
+        print(f"\n{name}: {info['kernels_per_call']:.0f} kernels, {info['kernel_ms_per_call'] * 1000:.0f} µs of kernel "
+              f"time per call")
+        for row in info["top"]:
+            print(f"  {row['per_call']:5.1f} × {row['ms_per_call'] * 1000:8.1f} µs  {row['kernel']}")
+
+
+if __name__ == "__main__":
+    main()
