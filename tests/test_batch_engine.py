@@ -117,7 +117,7 @@ def test_batched_greedy_equals_batch1_engine_tokens_and_stats_with_eos_and_refil
     assert any(r.tokens[-1] == EOS_ID and len(r.tokens) < 30 for r in eos_run)  # EOS stopped some rows early
 
 
-def test_the_next_block_is_drafted_before_the_sync_once_per_round_and_redrafted_only_when_rows_change():
+def test_the_next_block_is_drafted_before_the_sync_once_per_round_and_redrafted_only_when_the_bucket_changes():
     model, draft = build_pair()
     target = Target(model, draft.config.target_layer_ids)
     engine = BatchEngine(target, draft, max_batch=2, max_length=96)
@@ -133,6 +133,14 @@ def test_the_next_block_is_drafted_before_the_sync_once_per_round_and_redrafted_
     rounds = max(r.stats.rounds for r in pair)
     # the shorter request's end changes the rows once: that round's look-ahead is drafted again
     assert len(calls) == rounds + 2 and pair[0].tokens == alone.tokens
+    padded = BatchEngine(target, draft, max_batch=4, max_length=96, pad_to_buckets=True)
+    calls.clear()
+    propose_padded = padded._propose
+    padded._propose = lambda b, window: (calls.append(b), propose_padded(b, window))
+    four = padded.generate(PROMPTS[:4], config)
+    # rows that end or move keep the bucket's blocks: only a smaller bucket (4 -> 2 -> 1) drafts again
+    assert len(calls) <= max(r.stats.rounds for r in four) + 3
+    assert [r.tokens for r in four] == [generate(target, draft, p, config).tokens for p in PROMPTS[:4]]
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen2", "mistral"])

@@ -11,6 +11,8 @@ bookkeeping (EOS, admission, results) lives in batch_session.py.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from dspark.config import GenerationConfig
@@ -40,6 +42,9 @@ class BatchRound:
         self.confidence = zeros(max_batch, g, dtype=torch.float32)  # [B_max, γ] raw confidence logits
         self.lengths = zeros(max_batch)  # [B_max] drafts verified this round
         self.packed = zeros(max_batch, g + 3)  # [B_max, 2 + T]: accepted, L, committed tokens
+        # its host copy (pinned on CUDA, so the copy is queued without waiting for later work); None on the CPU
+        self.packed_host = (torch.zeros(max_batch, g + 3, dtype=torch.long, pin_memory=True)
+                            if device.type == "cuda" else None)
         self.prefill_ids = zeros(max_batch, target.max_length)  # [B_max, L] staged prompts
         self.prefill_meta = zeros(3, max_batch)  # [3, B_max] staged rows, prompt lengths, budgets
         self.first = zeros(max_batch)  # [B_max] each prefilled entry's first new token
@@ -122,13 +127,32 @@ class BatchRound:
         self.start[slot] = 0
 
     def move(self, source: int, destination: int) -> None:
-        """Move a live row to another slot (compaction), caches included."""
+        """Move a live row to another slot (compaction): caches, state and its drafted block (so a block drafted
+        before the move stays valid)."""
         self.target.copy_row(source, destination)
         if self.draft is not None:
             self.draft.copy_row(source, destination)
-        for buffer in (self.anchor, self.start, self.budget, self.active):
+        buffers = [self.anchor, self.start, self.budget, self.active, self.drafts, self.confidence, self.lengths]
+        for buffer in buffers + ([self.probs] if self.probs is not None else []):
             buffer[destination] = buffer[source]
         self.retire(source)
+
+    def packed_reader(self, n: int, t: int) -> Callable[[], list[list[int]]]:
+        """Queue the copy of rows 0 … n−1 of `packed` (columns < t + 2) to the host after the steps issued so far;
+        returns a function that waits for that copy alone and gives the rows as lists, so steps queued after this
+        call (the next block's draft) run on while the host commits."""
+        if self.packed_host is None:
+            rows = self.packed[:n, : t + 2].tolist()
+            return lambda: rows
+        self.packed_host[:n].copy_(self.packed[:n], non_blocking=True)  # whole rows: one contiguous copy
+        copied = torch.cuda.Event()
+        copied.record()
+
+        def wait() -> list[list[int]]:
+            copied.synchronize()
+            return self.packed_host[:n, : t + 2].tolist()
+
+        return wait
 
     # --- the round's steps ---------------------------------------------------------------------------------------
     @torch.inference_mode()

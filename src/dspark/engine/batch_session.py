@@ -81,6 +81,7 @@ class BatchSession:
         self._live = 0  # rows 0 … live−1 hold requests
         self._reported: list[Update] = []  # requests finished outside a step (budget 0), reported by the next step
         self._ahead: tuple[int, int] | None = None  # (rows, window) of a block already drafted for the rows as they are
+        self._ending = 0.0  # running share of rounds in which a request ended (a waiting request then takes its row)
         self.closed = False
 
     # --- requests ------------------------------------------------------------------------------------------------
@@ -194,9 +195,11 @@ class BatchSession:
         """One round over rows 0 … n−1: propose, schedule, verify, one sync, commit, retire the finished rows.
 
         The next round's block is drafted before the sync (the GPU drafts while the host commits): the propose step
-        reads only the rows' device state, which verify has just advanced. It is used when the next round has the
-        same rows and attention window, else drafted again; either way the steps run in the same order on the same
-        state as without the overlap, so the tokens are the same."""
+        reads only the rows' device state, which verify has just advanced, and a row that moves takes its block
+        along. The block is used when the next round has the same row bucket and attention window and admits no
+        request, else drafted again; so the drafts are the ones drafting after the sync would give (under Algorithm
+        1 the shared width may still count a row that just ended: lossless either way). It is not drafted ahead
+        while requests wait and most recent rounds ended one (the admission would discard it)."""
         engine, rows = self.engine, self._slots[:n]
         b = engine._width_rows(n)
         anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in rows)  # the furthest anchor
@@ -208,17 +211,20 @@ class BatchSession:
         else:
             t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in rows) - 1) + 1
         engine._verify(b, t, window)
+        read = engine.round.packed_reader(n, t)
         self._ahead = None
-        if self.gamma:
+        if self.gamma and not (self._queue and self._ending >= 0.5):
             engine._propose(b, window)  # the next round's block, at this window (the next one's usual value)
             self._ahead = (b, window)
-        packed = engine.round.packed[:n, : t + 2].tolist()  # the round's one sync
+        packed = read()  # the round's one sync: it waits for verify, not for the block drafted after it
+        ended = False
         for slot, request in enumerate(rows):
             new.setdefault(request.request_id, []).extend(request.commit(packed[slot]))
             if request.finished:
                 self._slots[slot] = None
                 engine.round.retire(slot)
-                self._ahead = None  # the rows change
+                ended = True
+        self._ending = 0.9 * self._ending + 0.1 * ended
         self._compact()
 
     def _compact(self) -> None:
