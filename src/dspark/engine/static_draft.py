@@ -1,6 +1,6 @@
 """The draft over a preallocated (static) context cache: B sequences at once, each at its own position.
 
-Per draft layer, context keys/values [B_max, H_kv, L_max, D] projected from fused target features (`extend`). A
+Per draft layer, context keys/values [B_max, 2·H_kv, L_max, D] projected from fused target features (`extend`). A
 block is drafted (`propose`) by writing the block's own keys/values just past the row's context (positions
 start … start+block_size−1) and attending to everything before start + block_size: context causally complete,
 block bidirectional, as `DSparkDraft.forward`. The next `extend` overwrites those block entries with real context.
@@ -9,39 +9,59 @@ Then the Markov decode picks the drafts (`decode_blocks`, shared with the batch-
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from dspark.config import GenerationConfig
 from dspark.engine.draft_step import Proposal, decode_blocks
-from dspark.engine.static_target import aligned, attention_bias, grouped_attention, read_rows, write_rows
+from dspark.engine.fused_layers import fuse_projections
+from dspark.engine.static_target import (aligned, attention_bias, grouped_attention, read_rows, rope_tables,
+                                         write_rows)
 from dspark.model.draft import DSparkDraft
-from dspark.model.rope import apply_rotary
+from dspark.model.rope import rotate, signed_sin
 
 
 class StaticDraft:
-    """Context K/V caches of a `DSparkDraft` for up to `max_batch` rows of `max_length` positions."""
+    """Context caches [B_max, 2·H_kv, L_max, D] of a `DSparkDraft` (keys, then values; `keys` / `values` are views) for
+    up to `max_batch` rows of `max_length` positions. Each layer's Q/K/V and gate/up run as one GEMM (fused_layers.py),
+    q and k are rotated in one pass, keys and values written in one."""
 
     def __init__(self, draft: DSparkDraft, max_batch: int, max_length: int):
         self.draft = draft
         cfg = draft.config
         self.block_size = cfg.block_size
+        self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.max_length = aligned(max_length + cfg.block_size)  # room for the block after the last context
+        self.fused = [fuse_projections(layer) for layer in draft.layers]
         weight = draft.fc.weight
-        shape = (max_batch, cfg.num_key_value_heads, self.max_length, cfg.head_dim)
-        self.keys = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in draft.layers]
-        self.values = [torch.zeros_like(k) for k in self.keys]
+        shape = (max_batch, 2 * self.kv_heads, self.max_length, self.head_dim)
+        self.kv = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in draft.layers]
+        self.keys = [cache[:, : self.kv_heads] for cache in self.kv]  # [B_max, H_kv, L_max, D] views
+        self.values = [cache[:, self.kv_heads :] for cache in self.kv]
 
     def copy_row(self, source: int, destination: int) -> None:
         """Move one sequence's context to another row (compacting the batch)."""
-        for cache in (*self.keys, *self.values):
+        for cache in self.kv:
             cache[destination].copy_(cache[source])
 
-    def _write(self, context: torch.Tensor, positions: torch.Tensor, rows: torch.Tensor | None) -> None:
-        """States [B, T, d] at positions [B, T] -> every layer's K/V written into the cache."""
-        cos, sin = self.draft.rotary(positions, context.dtype)  # [B, T, D]
-        for layer, keys, values in zip(self.draft.layers, self.keys, self.values):
-            k, v = layer.self_attn.project_kv(context, cos, sin)  # [B, H_kv, T, D] each
-            write_rows(keys, rows, positions, k)
-            write_rows(values, rows, positions, v)
+    def _rope(self, positions: torch.Tensor, dtype: torch.dtype, rotated: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions [B, T] -> cos / signed-sin tables [B, T, rotated + H_kv, D] for `rotate` over [rotated heads |
+        v heads], v's heads unchanged (built once per step, shared by every layer)."""
+        cos, sin = self.draft.rotary(positions, dtype)  # [B, T, D]
+        return rope_tables(cos, signed_sin(sin), rotated, self.kv_heads)
+
+    def _project(self, index: int, h: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor,
+                 with_q: bool) -> torch.Tensor:
+        """Normed states h [B, T, d] -> rotated [q |] k | v heads [B, T, (H +) 2·H_kv, D] of layer `index`."""
+        attn, fused = self.draft.layers[index].self_attn, self.fused[index]
+        b, t, _ = h.shape
+        q_rows = self.heads * self.head_dim
+        weight = fused.qkv_weight if with_q else fused.qkv_weight[q_rows:]  # [(H +) 2·H_kv·D, d]
+        heads = self.heads * with_q
+        x = F.linear(h, weight).view(b, t, heads + 2 * self.kv_heads, self.head_dim)
+        parts = [attn.q_norm(x[:, :, :heads])] if with_q else []
+        x = torch.cat(parts + [attn.k_norm(x[:, :, heads : heads + self.kv_heads]), x[:, :, heads + self.kv_heads :]],
+                      dim=2)
+        return rotate(x, cos, sin_signed)
 
     @torch.inference_mode()
     def extend(self, features: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None = None) -> None:
@@ -49,7 +69,10 @@ class StaticDraft:
         t = features.shape[1]
         positions = start[:, None] + torch.arange(t, device=start.device)  # [B, T]
         context = self.draft.fuse(features.to(self.draft.fc.weight.dtype))  # [B, T, d]
-        self._write(context, positions, rows)
+        cos, sin_signed = self._rope(positions, context.dtype, self.kv_heads)
+        for index, cache in enumerate(self.kv):
+            kv = self._project(index, context, cos, sin_signed, with_q=False)  # [B, T, 2·H_kv, D]
+            write_rows(cache, rows, positions, kv.transpose(1, 2))
 
     def _block_hidden(self, anchor: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None,
                       window: int) -> torch.Tensor:
@@ -60,22 +83,20 @@ class StaticDraft:
         block_ids[:, 0] = anchor
         positions = start[:, None] + torch.arange(size, device=anchor.device)  # [B, γ_b]
         x = draft.embed_tokens(block_ids).to(draft.fc.weight.dtype)  # [B, γ_b, d]
-        cos, sin = draft.rotary(positions, x.dtype)
+        cos, sin_signed = self._rope(positions, x.dtype, self.heads + self.kv_heads)
         seen = torch.arange(window, device=anchor.device)[None] < (start + size)[:, None]  # [B, W]: context + block
-        attn0 = draft.layers[0].self_attn
-        bias = attention_bias(seen[:, None, None, :].expand(b, 1, size, window), attn0.heads // attn0.kv_heads,
+        bias = attention_bias(seen[:, None, None, :].expand(b, 1, size, window), self.heads // self.kv_heads,
                               x.dtype)  # [B, 1, G·γ_b, W]
-        for layer, keys, values in zip(draft.layers, self.keys, self.values):
-            attn = layer.self_attn
-            h = layer.input_layernorm(x)
-            q = attn.q_norm(attn.q_proj(h).view(b, size, attn.heads, attn.head_dim)).transpose(1, 2)  # [B, H, γ_b, D]
-            q = apply_rotary(q, cos, sin)
-            k, v = attn.project_kv(h, cos, sin)  # [B, H_kv, γ_b, D]
-            write_rows(keys, rows, positions, k)
-            write_rows(values, rows, positions, v)
-            out = grouped_attention(q, read_rows(keys, rows, b, window), read_rows(values, rows, b, window), bias)
-            x = x + attn.o_proj(out.transpose(1, 2).reshape(b, size, attn.heads * attn.head_dim))
-            x = x + layer.mlp(layer.post_attention_layernorm(x))
+        for index, (layer, cache) in enumerate(zip(draft.layers, self.kv)):
+            attn, fused = layer.self_attn, self.fused[index]
+            qkv = self._project(index, layer.input_layernorm(x), cos, sin_signed, with_q=True)  # [B, γ_b, H+2H_kv, D]
+            write_rows(cache, rows, positions, qkv[:, :, self.heads :].transpose(1, 2))
+            keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
+            values = read_rows(self.values[index], rows, b, window)
+            out = grouped_attention(qkv[:, :, : self.heads].transpose(1, 2), keys, values, bias)  # [B, H, γ_b, D]
+            x = x + attn.o_proj(out.transpose(1, 2).reshape(b, size, self.heads * self.head_dim))
+            gate, up = F.linear(layer.post_attention_layernorm(x), fused.gate_up_weight).chunk(2, dim=-1)
+            x = x + layer.mlp.down_proj(F.silu(gate) * up)
         return draft.norm(x)
 
     @torch.inference_mode()
