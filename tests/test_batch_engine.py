@@ -143,6 +143,20 @@ def test_the_next_block_is_drafted_before_the_sync_once_per_round_and_redrafted_
     assert [r.tokens for r in four] == [generate(target, draft, p, config).tokens for p in PROMPTS[:4]]
 
 
+def test_no_block_is_drafted_ahead_while_waiting_requests_keep_taking_the_rows():
+    model, draft = build_pair()
+    target = Target(model, draft.config.target_layer_ids)
+    engine = BatchEngine(target, draft, max_batch=1, max_length=96)
+    calls = []
+    propose = engine._propose
+    engine._propose = lambda b, window: (calls.append(b), propose(b, window))
+    results = engine.generate([list(b"abc")] * 12, GenerationConfig(max_new_tokens=2))
+    assert [r.stats.rounds for r in results] == [1] * 12  # every round ends its request and admits the next
+    # each round drafts its own block; a look-ahead only while the share of ending rounds is below one half
+    # (1 − 0.9^k < 0.5 for the first 7 rounds) and again in the last round (nothing waits)
+    assert len(calls) == 12 + 7 + 1
+
+
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen2", "mistral"])
 def test_batched_random_draft_and_plain_loop_equal_hf_greedy(arch):
     model = tiny_target(arch, seed=3)
