@@ -117,13 +117,20 @@ def test_batched_greedy_equals_batch1_engine_tokens_and_stats_with_eos_and_refil
     assert any(r.tokens[-1] == EOS_ID and len(r.tokens) < 30 for r in eos_run)  # EOS stopped some rows early
 
 
-def test_the_next_block_is_drafted_before_the_sync_once_per_round_and_redrafted_only_when_the_bucket_changes():
+def counted_engine(max_batch: int, pad: bool = False) -> tuple[BatchEngine, list[int]]:
+    """A BatchEngine on the successor pair whose propose steps are recorded (their row counts) in the list."""
     model, draft = build_pair()
-    target = Target(model, draft.config.target_layer_ids)
-    engine = BatchEngine(target, draft, max_batch=2, max_length=96)
-    calls = []
+    engine = BatchEngine(Target(model, draft.config.target_layer_ids), draft, max_batch=max_batch, max_length=96,
+                         pad_to_buckets=pad)
+    calls: list[int] = []
     propose = engine._propose
     engine._propose = lambda b, window: (calls.append(b), propose(b, window))
+    return engine, calls
+
+
+def test_the_next_block_is_drafted_before_the_sync_once_per_round_and_redrafted_only_when_the_bucket_changes():
+    engine, calls = counted_engine(max_batch=2)
+    target, draft = engine.target, engine.draft
     config = GenerationConfig(max_new_tokens=30)
     [alone] = engine.generate([PROMPTS[0]], config)
     assert len(calls) == alone.stats.rounds + 1  # one per round, and the last round's look-ahead goes unused
@@ -133,10 +140,7 @@ def test_the_next_block_is_drafted_before_the_sync_once_per_round_and_redrafted_
     rounds = max(r.stats.rounds for r in pair)
     # the shorter request's end changes the rows once: that round's look-ahead is drafted again
     assert len(calls) == rounds + 2 and pair[0].tokens == alone.tokens
-    padded = BatchEngine(target, draft, max_batch=4, max_length=96, pad_to_buckets=True)
-    calls.clear()
-    propose_padded = padded._propose
-    padded._propose = lambda b, window: (calls.append(b), propose_padded(b, window))
+    padded, calls = counted_engine(max_batch=4, pad=True)
     four = padded.generate(PROMPTS[:4], config)
     # rows that end or move keep the bucket's blocks: only a smaller bucket (4 -> 2 -> 1) drafts again
     assert len(calls) <= max(r.stats.rounds for r in four) + 3
@@ -144,12 +148,7 @@ def test_the_next_block_is_drafted_before_the_sync_once_per_round_and_redrafted_
 
 
 def test_no_block_is_drafted_ahead_while_waiting_requests_keep_taking_the_rows():
-    model, draft = build_pair()
-    target = Target(model, draft.config.target_layer_ids)
-    engine = BatchEngine(target, draft, max_batch=1, max_length=96)
-    calls = []
-    propose = engine._propose
-    engine._propose = lambda b, window: (calls.append(b), propose(b, window))
+    engine, calls = counted_engine(max_batch=1)
     results = engine.generate([list(b"abc")] * 12, GenerationConfig(max_new_tokens=2))
     assert [r.stats.rounds for r in results] == [1] * 12  # every round ends its request and admits the next
     # each round drafts its own block; a look-ahead only while the share of ending rounds is below one half
