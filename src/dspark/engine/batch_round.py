@@ -1,13 +1,14 @@
 """The device side of one batched round: row buffers and the fixed-shape steps that read and write them.
 
-Rows 0 … b−1 of the buffers are the round's rows (b = active rows, or a bucket padded with inactive rows, whose
-budget is 0 so they verify nothing and never advance). `stage` + `prefill(rows, width)` admit prompts. `propose(b)`
-drafts a block per row and then `schedule(b)` decides how many drafts each row verifies (the session's rule, fixed
-by `begin`, runs inside the same captured step; a rule's width is the one extra value the host reads); `verify(b, t)` runs the target over [anchor, d_0 …
-d_{t−2}] at width t, accepts (greedy or rejection sampling), extends the draft's context with the verified
-features and advances start / budget / anchor, writing [accepted, L, committed tokens …] into `packed` for the
-host to read in one sync. Steps take only ints, so CUDA graphs can capture them (see graphs.py). Host-side
-bookkeeping (EOS, admission, results) lives in batch_session.py.
+Rows 0 … b−1 of the buffers are the round's rows (b = active rows, or a bucket padded with inactive rows, whose budget
+is 0 so they verify nothing and never advance). `stage` + `prefill(rows, width)` admit prompts. `propose(b)` drafts a
+block per row and then `schedule(b)` decides how many drafts each row verifies (the session's rule, fixed by `begin`,
+runs inside the same captured step; a rule's width is the one extra value the host reads); `verify(b, t)` runs the
+target over [anchor, d_0 … d_{t−2}] at width t, accepts (greedy or rejection sampling), extends the draft's context
+with the verified features and advances start / budget / anchor, writing [accepted, L, committed tokens …] into
+`packed` for the host to read in one sync (`packed_reader` queues that copy, so steps queued after it run on). Steps
+take only ints, so CUDA graphs can capture them (see graphs.py). Host-side bookkeeping (EOS, admission, results) lives
+in batch_session.py.
 """
 from __future__ import annotations
 

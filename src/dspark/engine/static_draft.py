@@ -13,11 +13,11 @@ import torch.nn.functional as F
 
 from dspark.config import GenerationConfig
 from dspark.engine.draft_step import Proposal, decode_blocks
-from dspark.engine.fused_layers import fuse_projections
+from dspark.engine.fused_layers import fuse_projections, rotated_heads
 from dspark.engine.static_target import (aligned, attention_bias, grouped_attention, read_rows, rope_tables,
                                          write_rows)
 from dspark.model.draft import DSparkDraft
-from dspark.model.rope import rotate, signed_sin
+from dspark.model.rope import signed_sin
 
 
 class StaticDraft:
@@ -53,15 +53,9 @@ class StaticDraft:
                  with_q: bool) -> torch.Tensor:
         """Normed states h [B, T, d] -> rotated [q |] k | v heads [B, T, (H +) 2·H_kv, D] of layer `index`."""
         attn, fused = self.draft.layers[index].self_attn, self.fused[index]
-        b, t, _ = h.shape
-        q_rows = self.heads * self.head_dim
-        weight = fused.qkv_weight if with_q else fused.qkv_weight[q_rows:]  # [(H +) 2·H_kv·D, d]
-        heads = self.heads * with_q
-        x = F.linear(h, weight).view(b, t, heads + 2 * self.kv_heads, self.head_dim)
-        parts = [attn.q_norm(x[:, :, :heads])] if with_q else []
-        x = torch.cat(parts + [attn.k_norm(x[:, :, heads : heads + self.kv_heads]), x[:, :, heads + self.kv_heads :]],
-                      dim=2)
-        return rotate(x, cos, sin_signed)
+        weight = fused.qkv_weight if with_q else fused.qkv_weight[self.heads * self.head_dim :]  # [(H+) 2·H_kv·D, d]
+        return rotated_heads(h, weight, None, self.heads * with_q, self.kv_heads, self.head_dim, cos, sin_signed,
+                             attn.q_norm, attn.k_norm)
 
     @torch.inference_mode()
     def extend(self, features: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None = None) -> None:

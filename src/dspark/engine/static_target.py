@@ -1,20 +1,20 @@
 """The target over a preallocated (static) KV cache: B sequences at once, each at its own position.
 
-A functional forward over the HF model's own submodules (embedding, decoder layers' norms / projections / MLP,
-final norm, LM head, and the model's own rotary embedding so RoPE scaling matches; Q/K/V and gate/up run as one
-GEMM each, see fused_layers.py), reporting logits and the features a DSpark draft reads, as `Target.forward` does. Keys/values of the new tokens are written into
-cache rows at their absolute positions with no host sync; entries past a row's position are masked, so a rejected
-draft's stale entries need no cropping: the next round overwrites them. Supports Llama, Qwen3, Qwen2 and Mistral
-targets, with full or sliding-window attention per layer (the window is a mask over the full cache: nothing is evicted).
-It does not sample, decide acceptance or track which rows are in use.
+A functional forward over the HF model's own submodules (embedding, decoder layers' norms / projections / MLP, final
+norm, LM head, and the model's own rotary embedding so RoPE scaling matches; Q/K/V and gate/up run as one GEMM each,
+see fused_layers.py), reporting logits and the features a DSpark draft reads, as `Target.forward` does. Keys/values of
+the new tokens are written into cache rows at their absolute positions with no host sync; entries past a row's
+position are masked, so a rejected draft's stale entries need no cropping: the next round overwrites them. Supports
+Llama, Qwen3, Qwen2 and Mistral targets, with full or sliding-window attention per layer (the window is a mask over
+the full cache: nothing is evicted). It does not sample, decide acceptance or track which rows are in use.
 """
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 
-from dspark.engine.fused_layers import fuse_projections
-from dspark.model.rope import rotate, signed_sin
+from dspark.engine.fused_layers import fuse_projections, rotated_heads
+from dspark.model.rope import signed_sin
 from dspark.model.target import Target
 
 SUPPORTED_TARGETS = ("LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
@@ -164,11 +164,11 @@ class StaticTarget:
         attn, fused = self.backbone.layers[index].self_attn, self.fused[index]
         b, t, _ = x.shape
         h, kv = self.heads, self.kv_heads
-        qkv = F.linear(x, fused.qkv_weight, fused.qkv_bias).view(b, t, h + 2 * kv, self.head_dim)  # [B, T, H+2H_kv, D]
+        norms = {}
         if getattr(attn, "q_norm", None) is not None:  # Qwen3: per-head norms before RoPE
-            qkv = torch.cat([rms_norm(attn.q_norm, qkv[:, :, :h]), rms_norm(attn.k_norm, qkv[:, :, h : h + kv]),
-                             qkv[:, :, h + kv :]], dim=2)
-        qkv = rotate(qkv, cos, sin_signed)  # one rotation for q, k (and v, unchanged)
+            norms = {"q_norm": lambda y: rms_norm(attn.q_norm, y), "k_norm": lambda y: rms_norm(attn.k_norm, y)}
+        qkv = rotated_heads(x, fused.qkv_weight, fused.qkv_bias, h, kv, self.head_dim, cos, sin_signed,
+                            **norms)  # [B, T, H + 2·H_kv, D]
         write_rows(self.kv[index], rows, positions, qkv[:, :, h:].transpose(1, 2))  # [B, 2·H_kv, T, D]
         window = bias.shape[-1]
         keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
