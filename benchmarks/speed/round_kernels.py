@@ -8,6 +8,8 @@ and runs in one device call. It reports:
   kernels  an eager torch.profiler pass over verify (width 1 and γ+1) and propose: kernels launched and their summed
            GPU time, the heaviest kernels by name
   gemm     the target's matrix shapes at M = 1 and M = γ+1 rows, graphed
+  markov   the greedy Markov decode through the fused kernel (engine/markov_kernel.py) and through the eager loop,
+           at 1 and 64 rows: time per call, and how many drafted tokens differ between the two (random hidden states)
 Prints a table per section and ends with one JSON line.
 
     python3 benchmarks/speed/round_kernels.py            # on the GPU
@@ -32,6 +34,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from dspark.config import DraftConfig, GenerationConfig  # noqa: E402
 from dspark.engine.accept import accept_greedy  # noqa: E402
 from dspark.engine.batch import BatchEngine  # noqa: E402
+from dspark.engine import markov_kernel  # noqa: E402
 from dspark.engine.draft_step import decode_blocks  # noqa: E402
 from dspark.model.draft import DSparkDraft  # noqa: E402
 from dspark.model.target import Target  # noqa: E402
@@ -135,6 +138,33 @@ def step_times(engine: BatchEngine, timer: Timer, window: int) -> dict[str, floa
     return out
 
 
+def eager_markov(run: Callable[[], object]) -> object:
+    """Run a step with the fused Markov decode switched off (the eager loop)."""
+    usable = markov_kernel.usable
+    markov_kernel.usable = lambda *args: False
+    try:
+        return run()
+    finally:
+        markov_kernel.usable = usable
+
+
+def markov_rows(engine: BatchEngine, timer: Timer) -> tuple[dict[str, float], dict[str, int]]:
+    """The greedy decode + confidence, fused kernel vs eager loop, at 1 and 64 rows; and their token agreement."""
+    draft, times, differ = engine.static_draft.draft, {}, {}
+    weight = draft.fc.weight
+    for rows in (1, 64):
+        gen = torch.Generator(device=weight.device).manual_seed(rows)
+        hidden = torch.randn(rows, draft.config.block_size, draft.config.hidden_size, generator=gen,
+                             device=weight.device).to(weight.dtype)  # [N, γ, d]
+        anchors = torch.randint(0, draft.config.vocab_size, (rows,), generator=gen, device=weight.device)  # [N]
+        step = lambda: decode_blocks(draft, hidden, anchors, GenerationConfig(), None)  # noqa: E731
+        times[f"fused kernel, {rows} rows"] = timer(step)
+        times[f"eager loop, {rows} rows"] = eager_markov(lambda: timer(step))
+        fused, eager = step().tokens, eager_markov(step).tokens
+        differ[f"{rows} rows: tokens differing of {fused.numel()}"] = int((fused != eager).sum())
+    return times, differ
+
+
 def kernel_profile(engine: BatchEngine, window: int) -> dict[str, dict]:
     from torch.profiler import ProfilerActivity, profile
 
@@ -226,6 +256,11 @@ def main() -> None:
         table("graphed steps, batch 1 (per call)", steps)
         result["gemm_ms"] = gemms = gemm_times(target, timer, gamma)
         table("target GEMMs alone (graphed)", gemms)
+        result["propose_eager_markov_ms"] = eager_markov(lambda: timer(lambda: engine.round.propose(1, args.window)))
+        result["markov_ms"], result["markov_differ"] = markov, differ = markov_rows(engine, timer)
+        table("greedy Markov decode + confidence (graphed)", {**markov, "propose, eager Markov loop":
+                                                              result["propose_eager_markov_ms"]})
+        print("  fused vs eager drafted tokens:", differ)
         result["kernels"] = kernels = kernel_profile(engine, args.window)
     print_kernels(kernels)
     if args.compile:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from dspark.config import GenerationConfig
+from dspark.engine import markov_kernel
 from dspark.engine.sampling import processed_probs, sample
 from dspark.model.draft import DSparkDraft, LayerKV
 
@@ -46,11 +47,17 @@ class Proposal:
 
 def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, config: GenerationConfig,
                   generator: torch.Generator | None) -> Proposal:
-    """Pick the drafts of N blocks at once, left to right through the Markov head.
-    hidden [N, γ, d] are the predicting slots' states, anchors [N] the tokens before slot 0."""
-    base = draft.base_logits(hidden).float()  # [N, γ, V]
+    """Pick the drafts of N blocks at once, left to right through the Markov head (greedy with the vanilla head on
+    CUDA: `markov_kernel`). hidden [N, γ, d] are the predicting slots' states, anchors [N] the tokens before slot 0."""
     head = draft.markov_head
     n, gamma = hidden.shape[:2]
+    if markov_kernel.usable(head, hidden, config.greedy):  # one launch per slot, no logits written (CUDA)
+        tokens = markov_kernel.greedy_decode(draft.base_logits(hidden), head.markov_w1.weight,
+                                             head.markov_w2.weight, anchors)  # [N, γ]
+        prevs = torch.cat([anchors[:, None], tokens[:, :-1]], dim=1)  # [N, γ]
+        conf = draft.confidence_logits(hidden, prevs)  # [N, γ] or None
+        return Proposal(tokens, None, None if conf is None else conf.float())
+    base = draft.base_logits(hidden).float()  # [N, γ, V]
     prev = anchors
     state = None if head is None else head.init_state(n, hidden.device, hidden.dtype)
     tokens, probs, prevs = [], [], []

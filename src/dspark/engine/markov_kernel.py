@@ -1,0 +1,115 @@
+"""Greedy decoding through the vanilla Markov head as one Triton kernel per slot (CUDA only).
+
+The eager loop spends four kernels per slot (gather W1[prev], the rank-r GEMM W2·W1[prev], the add to the base
+logits, an argmax over the vocabulary, which runs as a single-block reduction), 28 launches for a block of 7. Here a
+slot is one launch: every program takes a tile of the vocabulary for a tile of rows, computes base + W2·W1[prev]
+with the bias rounded to the weights' dtype as the eager GEMM rounds it, and folds its best (logit, lowest index)
+into one int64 per row with an atomic max. The next slot's launch decodes `prev` from that key, so no logits are
+ever written. Ties go to the lowest index, as `torch.argmax`. The sum over the rank runs in another order than
+cuBLAS's, so a near-tie can pick another draft token than the eager loop; verification keeps the output lossless.
+
+What it does not do: sampling (the probabilities q_k are needed there), the gated and RNN heads, CPU tensors. The
+eager loop in `draft_step.decode_blocks` serves those, and `usable` says when this path applies. Tests run it on
+the CPU through Triton's interpreter (TRITON_INTERPRET=1).
+"""
+from __future__ import annotations
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # a CPU install without Triton: the eager loop serves
+    triton = None
+
+INT64_MIN = -(2**63)
+_FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def usable(head: object, tensor: torch.Tensor, greedy: bool) -> bool:
+    """True when the fused greedy decode serves this head and device: vanilla Markov head, greedy, Triton present,
+    and a CUDA tensor (or Triton's CPU interpreter)."""
+    from dspark.model.heads import MarkovHead
+
+    if triton is None or not greedy or type(head) is not MarkovHead or not _fits(head.markov_w1.weight,
+                                                                                 head.markov_w2.weight):
+        return False
+    return tensor.is_cuda or _interpreting()
+
+
+def _fits(w1: torch.Tensor, w2: torch.Tensor) -> bool:
+    rank = w1.shape[1]
+    return w1.dtype == w2.dtype and w1.dtype in _FLOATS and 1 <= rank <= 512
+
+
+def _interpreting() -> bool:
+    import os
+
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+if triton is not None:
+    _FLOOR = tl.constexpr(INT64_MIN)  # globals inside a Triton kernel must be constexpr
+
+    @triton.jit
+    def _slot_kernel(base_ptr, w1_ptr, w2_ptr, keys_ptr, anchors_ptr, rows, vocab, rank, base_row_stride,
+                     STEP: tl.constexpr, ROUND_BF16: tl.constexpr, GAMMA: tl.constexpr, RANK_TILE: tl.constexpr,
+                     BLOCK_V: tl.constexpr, BLOCK_N: tl.constexpr):
+        vocab_ids = tl.program_id(0) * BLOCK_V + tl.arange(0, BLOCK_V)  # [BV]
+        row_ids = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
+        in_vocab = vocab_ids < vocab
+        in_rows = row_ids < rows
+        ranks = tl.arange(0, RANK_TILE)  # the rank, padded to a power of two ≥ 16 (tl.dot's least)
+        in_rank = ranks < rank
+        # the loads that do not wait for the previous slot first: the W2 tile and the base logits
+        w2 = tl.load(w2_ptr + vocab_ids.to(tl.int64)[:, None] * rank + ranks[None, :],
+                     mask=in_vocab[:, None] & in_rank[None, :], other=0.0).to(tl.float32)  # [BV, R]
+        base = tl.load(base_ptr + row_ids.to(tl.int64)[None, :] * base_row_stride + STEP * vocab
+                       + vocab_ids[:, None], mask=in_vocab[:, None] & in_rows[None, :], other=0.0)  # [BV, BN]
+        if STEP == 0:
+            prev = tl.load(anchors_ptr + row_ids, mask=in_rows, other=0)  # [BN]
+        else:
+            key = tl.load(keys_ptr + row_ids * GAMMA + (STEP - 1), mask=in_rows, other=0)  # [BN]
+            prev = (vocab - 1) - (key & 0xFFFFFFFF)  # [BN] decoded token of the previous slot
+        emb = tl.load(w1_ptr + prev.to(tl.int64)[None, :] * rank + ranks[:, None], mask=in_rank[:, None],
+                      other=0.0).to(tl.float32)  # [R, BN] W1[prev]ᵀ
+        if BLOCK_N == 1:  # one row per program: a multiply-and-sum, no padded matrix product
+            bias = tl.sum(w2[:, :, None] * emb[None, :, :], axis=1)  # [BV, 1]
+        else:
+            bias = tl.dot(w2, emb, input_precision="ieee")  # [BV, BN], fp32 products of the weights: exact
+        if ROUND_BF16:  # round to bf16 as the eager GEMM's output (nearest-even, in integer ops: exact everywhere)
+            raw = bias.to(tl.int32, bitcast=True)
+            raw = (raw + 0x7FFF + ((raw >> 16) & 1)) & -65536
+            bias = raw.to(tl.float32, bitcast=True)
+        else:  # fp32 weights: nothing to round; fp16: numpy and the GPU both round to nearest-even
+            bias = bias.to(w2_ptr.dtype.element_ty).to(tl.float32)
+        logits = base.to(tl.float32) + bias  # [BV, BN]
+        bits = logits.to(tl.int32, bitcast=True)
+        ordered = tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)  # float order as signed int order
+        keys = (ordered.to(tl.int64) << 32) | ((vocab - 1) - vocab_ids).to(tl.int64)[:, None]  # [BV, BN]
+        keys = tl.where(in_vocab[:, None], keys, _FLOOR)
+        best = tl.max(keys, axis=0)  # [BN]
+        tl.atomic_max(keys_ptr + row_ids * GAMMA + STEP, best, mask=in_rows)
+
+
+def greedy_decode(base: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
+    """Base logits [N, γ, V] (the draft's dtype), W1 [V, r], W2 [V, r] (the Markov head's embedding and output
+    weights, one dtype, r ≤ 512), anchors [N] -> greedy drafts [N, γ]:
+    token_k = argmax(base_k + W2·W1[token_{k−1}]), token_{−1} = the anchor."""
+    rows, gamma, vocab = base.shape
+    rank = w1.shape[1]
+    if not _fits(w1, w2):
+        raise ValueError(f"the fused Markov decode needs W1 and W2 of one float dtype and a rank ≤ 512; got "
+                         f"{w1.dtype} / {w2.dtype}, rank {rank}: use the eager loop (draft_step.decode_blocks)")
+    base, w1, w2 = base.contiguous(), w1.contiguous(), w2.contiguous()  # no-ops for the draft's own tensors
+    keys = torch.full((rows, gamma), INT64_MIN, dtype=torch.int64, device=base.device)  # [N, γ]
+    rank_tile = max(16, triton.next_power_of_2(rank))
+    block_v = max(16, 8192 // rank_tile)  # a [block_v, rank] tile of W2 per program
+    block_n = 1 if rows < 16 else 16  # rows per program: one, or a tile for tl.dot
+    grid = (triton.cdiv(vocab, block_v), triton.cdiv(rows, block_n))
+    anchors = anchors.to(torch.int64).contiguous()
+    for step in range(gamma):
+        _slot_kernel[grid](base, w1, w2, keys, anchors, rows, vocab, rank, gamma * vocab, STEP=step,
+                           ROUND_BF16=w2.dtype == torch.bfloat16, GAMMA=gamma,
+                           RANK_TILE=rank_tile, BLOCK_V=block_v, BLOCK_N=block_n)
+    return (vocab - 1) - (keys & 0xFFFFFFFF)  # [N, γ]
