@@ -8,6 +8,8 @@ and runs in one device call. It reports:
   kernels  an eager torch.profiler pass over verify (width 1 and γ+1) and propose: kernels launched and their summed
            GPU time, the heaviest kernels by name
   gemm     the target's matrix shapes at M = 1 and M = γ+1 rows, graphed
+  sdpa     the same steps with the cache-attention kernel off (engine/cache_attention.py; SDPA instead), and how far
+           the target's logits move between the two
   markov   the greedy Markov decode through the fused kernel (engine/markov_kernel.py) and through the eager loop,
            at 1 and 64 rows: time per call, and how many drafted tokens differ between the two (random hidden states)
 Prints a table per section and ends with one JSON line.
@@ -34,7 +36,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from dspark.config import DraftConfig, GenerationConfig  # noqa: E402
 from dspark.engine.accept import accept_greedy  # noqa: E402
 from dspark.engine.batch import BatchEngine  # noqa: E402
-from dspark.engine import markov_kernel  # noqa: E402
+from dspark.engine import cache_attention, markov_kernel  # noqa: E402
 from dspark.engine.draft_step import decode_blocks  # noqa: E402
 from dspark.model.draft import DSparkDraft  # noqa: E402
 from dspark.model.target import Target  # noqa: E402
@@ -138,14 +140,36 @@ def step_times(engine: BatchEngine, timer: Timer, window: int) -> dict[str, floa
     return out
 
 
-def eager_markov(run: Callable[[], object]) -> object:
-    """Run a step with the fused Markov decode switched off (the eager loop)."""
-    usable = markov_kernel.usable
-    markov_kernel.usable = lambda *args: False
+def switched_off(module, run: Callable[[], object]) -> object:
+    """Run a step with a kernel module's `usable` answering False (the eager / SDPA path)."""
+    usable = module.usable
+    module.usable = lambda *args: False
     try:
         return run()
     finally:
-        markov_kernel.usable = usable
+        module.usable = usable
+
+
+def eager_markov(run: Callable[[], object]) -> object:
+    return switched_off(markov_kernel, run)
+
+
+def sdpa_rows(engine: BatchEngine, timer: Timer, window: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Propose and verify (widths 1 and γ+1) with SDPA instead of the cache-attention kernel; and the largest logit
+    difference and argmax agreement of the target forward at width γ+1 between the two paths."""
+    r, gamma = engine.round, engine.round.gamma_max
+    times = switched_off(cache_attention, lambda: {
+        "propose (SDPA)": timer(lambda: r.propose(1, window)),
+        "verify t=1 (SDPA)": timer(lambda: r.verify(1, 1, window)),
+        f"verify t={gamma + 1} (SDPA)": timer(lambda: r.verify(1, gamma + 1, window))})
+    gen = torch.Generator(device=r.anchor.device).manual_seed(0)
+    ids = torch.randint(0, engine.target.vocab_size, (1, gamma + 1), generator=gen, device=r.anchor.device)
+    start = torch.tensor([300], device=r.anchor.device)
+    fast, _ = engine.static_target.forward(ids, start, window=window)
+    slow, _ = switched_off(cache_attention, lambda: engine.static_target.forward(ids, start, window=window))
+    agree = {"max |logit difference|": float((fast - slow).abs().max()),
+             "argmax agreement": float((fast.argmax(-1) == slow.argmax(-1)).float().mean())}
+    return times, agree
 
 
 def markov_rows(engine: BatchEngine, timer: Timer) -> tuple[dict[str, float], dict[str, int]]:
@@ -261,6 +285,9 @@ def main() -> None:
         table("greedy Markov decode + confidence (graphed)", {**markov, "propose, eager Markov loop":
                                                               result["propose_eager_markov_ms"]})
         print("  fused vs eager drafted tokens:", differ)
+        result["sdpa_ms"], result["kernel_vs_sdpa"] = sdpa, agree = sdpa_rows(engine, timer, args.window)
+        table("the same steps with SDPA instead of the cache-attention kernel (graphed)", sdpa)
+        print("  target forward, kernel vs SDPA:", agree)
         result["kernels"] = kernels = kernel_profile(engine, args.window)
     print_kernels(kernels)
     if args.compile:

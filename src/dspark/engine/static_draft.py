@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from dspark.config import GenerationConfig
+from dspark.engine import cache_attention
 from dspark.engine.draft_step import Proposal, decode_blocks
 from dspark.engine.fused_layers import fuse_projections, rotated_heads
 from dspark.engine.static_target import (aligned, attention_bias, grouped_attention, read_rows, rope_tables,
@@ -78,17 +79,26 @@ class StaticDraft:
         positions = start[:, None] + torch.arange(size, device=anchor.device)  # [B, γ_b]
         x = draft.embed_tokens(block_ids).to(draft.fc.weight.dtype)  # [B, γ_b, d]
         cos, sin_signed = self._rope(positions, x.dtype, self.heads + self.kv_heads)
-        seen = torch.arange(window, device=anchor.device)[None] < (start + size)[:, None]  # [B, W]: context + block
-        bias = attention_bias(seen[:, None, None, :].expand(b, 1, size, window), self.heads // self.kv_heads,
-                              x.dtype)  # [B, 1, G·γ_b, W]
+        fast = cache_attention.usable(x, self.head_dim, self.heads // self.kv_heads * size)
+        if fast:  # the kernel masks by position: every slot sees keys up to the block's last position
+            last = (start + size - 1)[:, None].expand(b, size)  # [B, γ_b]
+        else:
+            seen = torch.arange(window, device=anchor.device)[None] < (start + size)[:, None]  # [B, W]
+            bias = attention_bias(seen[:, None, None, :].expand(b, 1, size, window), self.heads // self.kv_heads,
+                                  x.dtype)  # [B, 1, G·γ_b, W]
         for index, (layer, cache) in enumerate(zip(draft.layers, self.kv)):
             attn, fused = layer.self_attn, self.fused[index]
             qkv = self._project(index, layer.input_layernorm(x), cos, sin_signed, with_q=True)  # [B, γ_b, H+2H_kv, D]
             write_rows(cache, rows, positions, qkv[:, :, self.heads :].transpose(1, 2))
-            keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
-            values = read_rows(self.values[index], rows, b, window)
-            out = grouped_attention(qkv[:, :, : self.heads].transpose(1, 2), keys, values, bias)  # [B, H, γ_b, D]
-            x = x + attn.o_proj(out.transpose(1, 2).reshape(b, size, self.heads * self.head_dim))
+            if fast:
+                out = cache_attention.attend(qkv[:, :, : self.heads], cache, self.kv_heads, last, rows, window,
+                                             None)  # [B, γ_b, H, D]
+            else:
+                keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
+                values = read_rows(self.values[index], rows, b, window)
+                out = grouped_attention(qkv[:, :, : self.heads].transpose(1, 2), keys, values,
+                                        bias).transpose(1, 2)  # [B, γ_b, H, D]
+            x = x + attn.o_proj(out.reshape(b, size, self.heads * self.head_dim))
             gate, up = F.linear(layer.post_attention_layernorm(x), fused.gate_up_weight).chunk(2, dim=-1)
             x = x + layer.mlp.down_proj(F.silu(gate) * up)
         return draft.norm(x)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from dspark.engine import cache_attention
 from dspark.engine.fused_layers import fuse_projections, rotated_heads
 from dspark.model.rope import signed_sin
 from dspark.model.target import Target
@@ -158,9 +159,11 @@ class StaticTarget:
             cache[destination].copy_(cache[source])
 
     def _attention(self, index: int, x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor,
-                   positions: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor) -> torch.Tensor:
+                   positions: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor | None,
+                   window: int) -> torch.Tensor:
         """x [B, T, d] -> attention output [B, T, d]; writes the block's keys/values into the layer's cache.
-        cos / sin_signed [B, T, H + 2·H_kv, D] rotate q and k and leave v as it is (cos 1, sin 0 on v's heads)."""
+        cos / sin_signed [B, T, H + 2·H_kv, D] rotate q and k and leave v as it is (cos 1, sin 0 on v's heads).
+        bias [B, 1, G·T, W] for SDPA, or None for the cache-attention kernel."""
         attn, fused = self.backbone.layers[index].self_attn, self.fused[index]
         b, t, _ = x.shape
         h, kv = self.heads, self.kv_heads
@@ -170,7 +173,10 @@ class StaticTarget:
         qkv = rotated_heads(x, fused.qkv_weight, fused.qkv_bias, h, kv, self.head_dim, cos, sin_signed,
                             **norms)  # [B, T, H + 2·H_kv, D]
         write_rows(self.kv[index], rows, positions, qkv[:, :, h:].transpose(1, 2))  # [B, 2·H_kv, T, D]
-        window = bias.shape[-1]
+        if bias is None:  # the Triton kernel reads q in place and the cache rows directly (CUDA)
+            out = cache_attention.attend(qkv[:, :, :h], self.kv[index], kv, positions, rows, window, attn.scaling,
+                                  self.windows[index])  # [B, T, H, D]
+            return attn.o_proj(out.view(b, t, h * self.head_dim))
         keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
         values = read_rows(self.values[index], rows, b, window)
         out = grouped_attention(qkv[:, :, :h].transpose(1, 2), keys, values, bias, attn.scaling)  # [B, H, T, D]
@@ -194,12 +200,15 @@ class StaticTarget:
         cos, sin = self.backbone.rotary_emb(x, positions)  # [B, T, D]
         cos, sin_signed = rope_tables(cos, signed_sin(sin), self.heads + self.kv_heads, self.kv_heads)
         width = min(window or self.max_length, self.max_length)
-        biases = {w: causal_bias(positions, width, self.heads // self.kv_heads, x.dtype, w)
-                  for w in set(self.windows)}  # [B, 1, G·T, W] per distinct window, built once per forward
+        if cache_attention.usable(x, self.head_dim, self.heads // self.kv_heads * t):
+            biases = dict.fromkeys(self.windows)  # the kernel masks by position: no bias
+        else:
+            biases = {w: causal_bias(positions, width, self.heads // self.kv_heads, x.dtype, w)
+                      for w in set(self.windows)}  # [B, 1, G·T, W] per distinct window, built once per forward
         features = [x] if -1 in self.layer_ids else []
         for index, layer in enumerate(self.backbone.layers):
             x = x + self._attention(index, rms_norm(layer.input_layernorm, x), cos, sin_signed, positions, rows,
-                                    biases[self.windows[index]])
+                                    biases[self.windows[index]], width)
             x = x + self._mlp(index, rms_norm(layer.post_attention_layernorm, x))
             if index in self.layer_ids:
                 features.append(x)

@@ -16,8 +16,11 @@ import torch
 assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
 
 import dspark.engine.markov_kernel as markov_kernel  # noqa: E402
+from dspark.engine import cache_attention  # noqa: E402
+from dspark.engine.static_target import StaticTarget, causal_bias, grouped_attention, read_rows  # noqa: E402
 from dspark import GenerationConfig, Target, generate  # noqa: E402
 from dspark.engine.batch import generate_batch  # noqa: E402
+from dspark.testbed.random_pair import tiny_target  # noqa: E402
 from dspark.testbed.successor_pair import build_pair  # noqa: E402
 
 
@@ -40,6 +43,53 @@ def decode_agreement() -> dict[str, int]:
             anchors = torch.randint(0, vocab, (rows,))
             got, want = markov_kernel.greedy_decode(base, w1, w2, anchors), eager(base, w1, w2, anchors)
             out[f"{str(dtype).removeprefix('torch.')}/r{rank}/mismatches"] = int((got != want).sum())
+    return out
+
+
+def attention_agreement() -> dict[str, float]:
+    """Largest |kernel − SDPA| over random caches, per case."""
+    torch.manual_seed(1)
+    out = {}
+    b, heads, kv, d, length, window = 3, 9, 3, 16, 150, 144
+    for t in (1, 5, 8):
+        for sliding in (None, 7):
+            for rows in (None, torch.tensor([4, 0, 2])):
+                cache = torch.randn(6, 2 * kv, length, d)  # [B_max, 2·H_kv, L, D]
+                q = torch.randn(b, t, heads + 2 * kv, d)[:, :, :heads]  # [B, T, H, D] strided, as the engine's
+                positions = torch.tensor([0, 37, 130])[:, None] + torch.arange(t)  # [B, T]
+                got = cache_attention.attend(q, cache, kv, positions, rows, window, 0.25, sliding)
+                keys = read_rows(cache[:, :kv], rows, b, window)
+                values = read_rows(cache[:, kv:], rows, b, window)
+                bias = causal_bias(positions, window, heads // kv, q.dtype, sliding)
+                want = grouped_attention(q.transpose(1, 2), keys, values, bias, 0.25).transpose(1, 2)
+                name = f"attention t{t} sliding{sliding} rows{rows is not None}"
+                out[name] = float((got - want).abs().max())
+    return out
+
+
+def static_target_agreement() -> dict[str, float]:
+    """Largest |static target − HF target| logit over a prefill (SDPA) and three ragged verify steps (the kernel)."""
+    out = {}
+    for arch in ("llama", "qwen3", "qwen2", "mistral"):  # qwen2 / mistral: sliding windows of 8
+        model = tiny_target(arch, vocab_size=300, num_layers=3, seed=1)
+        static = StaticTarget(Target(model, (0, 1)), max_batch=4, max_length=48)
+        prompts, rows = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [1, 2, 3]], [3, 0]
+        references = [Target(model, (0, 1)) for _ in prompts]
+        worst = 0.0
+        for row, prompt, ref in zip(rows, prompts, references):
+            logits, _ = static.forward(torch.tensor([prompt]), torch.tensor([0]), torch.tensor([row]))
+            worst = max(worst, float((logits - ref.forward(torch.tensor([prompt])).logits).abs().max()))
+        start = [len(p) for p in prompts]
+        gen = torch.Generator().manual_seed(0)
+        for _ in range(3):
+            block = torch.randint(0, 300, (2, 5), generator=gen)  # [B, T]
+            logits, _ = static.forward(block, torch.tensor(start), torch.tensor(rows))
+            for i, ref in enumerate(references):
+                worst = max(worst, float((logits[i] - ref.forward(block[i : i + 1]).logits[0]).abs().max()))
+                kept = int(torch.randint(1, 6, (1,), generator=gen))  # ragged acceptance: the rest is stale
+                ref.crop(ref.cache_length - (5 - kept))
+                start[i] += kept
+        out[f"static target {arch}"] = worst
     return out
 
 
@@ -77,5 +127,5 @@ def engines() -> dict[str, object]:
 
 
 if __name__ == "__main__":
-    print(json.dumps({**decode_agreement(), **engines()}))
+    print(json.dumps({**decode_agreement(), **attention_agreement(), **static_target_agreement(), **engines()}))
     sys.stdout.flush()
