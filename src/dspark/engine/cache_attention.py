@@ -103,7 +103,7 @@ def attend(q: torch.Tensor, cache: torch.Tensor, kv_heads: int, last: torch.Tens
     groups = heads // kv_heads
     block_q = max(16, triton.next_power_of_2(groups * t))
     out = torch.empty(b, t, heads, d, dtype=q.dtype, device=q.device)  # [B, T, H, D]
-    last = last.to(torch.int32).contiguous()  # [B, T]
+    last = last.contiguous()  # [B, T] integer positions (a no-op for the engine's own tensors)
     anchor = rows if rows is not None else last  # any tensor: unused without rows
     _cache_attention_kernel[(b, kv_heads)](
         q, q.stride(0), q.stride(1), q.stride(2), cache, cache.stride(0), cache.stride(1), cache.stride(2), anchor,

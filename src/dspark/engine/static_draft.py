@@ -81,7 +81,7 @@ class StaticDraft:
         cos, sin_signed = self._rope(positions, x.dtype, self.heads + self.kv_heads)
         fast = cache_attention.usable(x, self.head_dim, self.heads // self.kv_heads * size)
         if fast:  # the kernel masks by position: every slot sees keys up to the block's last position
-            last = (start + size - 1)[:, None].expand(b, size)  # [B, γ_b]
+            last = (start + size - 1)[:, None].expand(b, size).contiguous()  # [B, γ_b]
         else:
             seen = torch.arange(window, device=anchor.device)[None] < (start + size)[:, None]  # [B, W]
             bias = attention_bias(seen[:, None, None, :].expand(b, 1, size, window), self.heads // self.kv_heads,
