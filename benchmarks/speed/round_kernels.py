@@ -8,8 +8,8 @@ and runs in one device call. It reports:
   kernels  an eager torch.profiler pass over verify (width 1 and γ+1) and propose: kernels launched and their summed
            GPU time, the heaviest kernels by name
   gemm     the target's matrix shapes at M = 1 and M = γ+1 rows, graphed
-  sdpa     the same steps with the cache-attention kernel off (engine/cache_attention.py; SDPA instead), and how far
-           the target's logits move between the two
+  torch    the same steps with the Triton kernels off (engine/cache_attention.py, layer_kernels.py: SDPA and torch
+           ops instead), and how far the target's logits move between the two
   markov   the greedy Markov decode through the fused kernel (engine/markov_kernel.py) and through the eager loop,
            at 1 and 64 rows: time per call, and how many drafted tokens differ between the two (random hidden states)
 Prints a table per section and ends with one JSON line.
@@ -155,13 +155,14 @@ def eager_markov(run: Callable[[], object]) -> object:
 
 
 def sdpa_rows(engine: BatchEngine, timer: Timer, window: int) -> tuple[dict[str, float], dict[str, float]]:
-    """Propose and verify (widths 1 and γ+1) with SDPA instead of the cache-attention kernel; and the largest logit
-    difference and argmax agreement of the target forward at width γ+1 between the two paths."""
+    """Propose and verify (widths 1 and γ+1) with the torch ops (SDPA) instead of the Triton kernels (switching off
+    the attention kernel switches off the layer kernels too); and the largest logit difference and argmax agreement
+    of the target forward at width γ+1 between the two paths."""
     r, gamma = engine.round, engine.round.gamma_max
     times = switched_off(cache_attention, lambda: {
-        "propose (SDPA)": timer(lambda: r.propose(1, window)),
-        "verify t=1 (SDPA)": timer(lambda: r.verify(1, 1, window)),
-        f"verify t={gamma + 1} (SDPA)": timer(lambda: r.verify(1, gamma + 1, window))})
+        "propose (torch ops)": timer(lambda: r.propose(1, window)),
+        "verify t=1 (torch ops)": timer(lambda: r.verify(1, 1, window)),
+        f"verify t={gamma + 1} (torch ops)": timer(lambda: r.verify(1, gamma + 1, window))})
     gen = torch.Generator(device=r.anchor.device).manual_seed(0)
     ids = torch.randint(0, engine.target.vocab_size, (1, gamma + 1), generator=gen, device=r.anchor.device)
     start = torch.tensor([300], device=r.anchor.device)
@@ -286,8 +287,8 @@ def main() -> None:
                                                               result["propose_eager_markov_ms"]})
         print("  fused vs eager drafted tokens:", differ)
         result["sdpa_ms"], result["kernel_vs_sdpa"] = sdpa, agree = sdpa_rows(engine, timer, args.window)
-        table("the same steps with SDPA instead of the cache-attention kernel (graphed)", sdpa)
-        print("  target forward, kernel vs SDPA:", agree)
+        table("the same steps with the torch ops instead of the Triton kernels (graphed)", sdpa)
+        print("  target forward, kernels vs torch ops:", agree)
         result["kernels"] = kernels = kernel_profile(engine, args.window)
     print_kernels(kernels)
     if args.compile:

@@ -16,8 +16,10 @@ import torch
 assert os.environ.get("TRITON_INTERPRET") == "1", "run with TRITON_INTERPRET=1"
 
 import dspark.engine.markov_kernel as markov_kernel  # noqa: E402
-from dspark.engine import cache_attention  # noqa: E402
-from dspark.engine.static_target import StaticTarget, causal_bias, grouped_attention, read_rows  # noqa: E402
+from dspark.engine import cache_attention, layer_kernels  # noqa: E402
+from dspark.engine.static_target import (StaticTarget, causal_bias, grouped_attention, read_rows,  # noqa: E402
+                                         rope_tables, write_rows)
+from dspark.model.rope import rotate, signed_sin  # noqa: E402
 from dspark import GenerationConfig, Target, generate  # noqa: E402
 from dspark.engine.batch import generate_batch  # noqa: E402
 from dspark.testbed.random_pair import tiny_target  # noqa: E402
@@ -64,6 +66,33 @@ def attention_agreement() -> dict[str, float]:
                 want = grouped_attention(q.transpose(1, 2), keys, values, bias, 0.25).transpose(1, 2)
                 name = f"attention t{t} sliding{sliding} rows{rows is not None}"
                 out[name] = float((got - want).abs().max())
+    return out
+
+
+def layer_kernel_agreement() -> dict[str, float]:
+    """Largest |kernel − torch ops| for add + RMSNorm, SiLU · up and RoPE + cache write (fp32)."""
+    torch.manual_seed(2)
+    x, delta, weight = torch.randn(3, 5, 40), torch.randn(3, 5, 40), torch.randn(40)
+    total, normed = layer_kernels.add_rms_norm(x, delta, weight, 1e-6)
+    want = torch.nn.functional.rms_norm(x + delta, (40,), weight, 1e-6)
+    out = {"add_rms_norm": max(float((total - (x + delta)).abs().max()), float((normed - want).abs().max()))}
+    gate_up = torch.randn(2, 3, 2 * 1500)
+    gate, up = gate_up.chunk(2, dim=-1)
+    out["silu_mul"] = float((layer_kernels.silu_mul(gate_up) - torch.nn.functional.silu(gate) * up).abs().max())
+    b, t, heads, kv, d = 3, 4, 6, 2, 16
+    for q_heads in (heads, 0):
+        for rows in (None, torch.tensor([5, 1, 3])):
+            qkv = torch.randn(b, t, q_heads + 2 * kv, d)
+            positions = torch.tensor([[0], [9], [20]]) + torch.arange(t)  # [B, T]
+            angle = positions[..., None] * torch.linspace(0.1, 1.0, d)  # [B, T, D]
+            cos, sin_signed = angle.cos(), signed_sin(angle.sin())
+            cache, expected = torch.zeros(6, 2 * kv, 32, d), torch.zeros(6, 2 * kv, 32, d)
+            q = layer_kernels.rope_write(qkv, q_heads, kv, cos, sin_signed, cache, rows, positions)
+            rotated = rotate(qkv, *rope_tables(cos, sin_signed, q_heads + kv, kv))
+            write_rows(expected, rows, positions, rotated[:, :, q_heads:].transpose(1, 2))
+            name = f"rope_write q{q_heads} rows{rows is not None}"
+            out[name] = max(float((q - rotated[:, :, :q_heads]).abs().max()) if q_heads else 0.0,
+                            float((cache - expected).abs().max()))
     return out
 
 
@@ -122,10 +151,13 @@ def engines() -> dict[str, object]:
         "batch1_equals_target": [r.tokens == hf_greedy(model, p, 12) for r, p in zip(fused, prompts)],
         "batched_equals_target": [r.tokens == hf_greedy(model, p, 12) for r, p in zip(batched, prompts)],
         "same_acceptance_as_eager": [f.stats.accepted_counts == e.stats.accepted_counts for f, e in zip(fused, plain)],
+        "batched_acceptance_as_eager": [f.stats.accepted_counts == e.stats.accepted_counts
+                                        for f, e in zip(batched, plain)],
         "accepted": sum(sum(r.stats.accepted_counts) for r in fused),
     }
 
 
 if __name__ == "__main__":
-    print(json.dumps({**decode_agreement(), **attention_agreement(), **static_target_agreement(), **engines()}))
+    print(json.dumps({**decode_agreement(), **attention_agreement(), **layer_kernel_agreement(),
+                      **static_target_agreement(), **engines()}))
     sys.stdout.flush()

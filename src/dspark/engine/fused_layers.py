@@ -3,8 +3,8 @@ two GEMMs where HF's forward runs five (at decode sizes each GEMM costs a kernel
 
 The fused matrices are built once and the HF modules' own weights (and biases) are re-pointed at views of them: no
 memory is added, and the HF forward (the batch-1 engine, training) keeps reading the same numbers. Rows are stacked
-[q; k; v] and [gate; up], so output columns split in that order. `rotated_heads` is the fused projection step the
-static target and draft share; the attention itself is theirs.
+[q; k; v] and [gate; up], so output columns split in that order. `projected_heads` is the fused projection step the
+static target and draft share; rotation and attention are theirs.
 """
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from dspark.model.rope import rotate
 
 
 class FusedProjections(NamedTuple):
@@ -53,17 +52,16 @@ def fuse_projections(layer: nn.Module) -> FusedProjections:
     return FusedProjections(qkv_weight, qkv_bias, gate_up_weight, gate_up_bias)
 
 
-def rotated_heads(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, q_heads: int, kv_heads: int,
-                  head_dim: int, cos: torch.Tensor, sin_signed: torch.Tensor,
-                  q_norm: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                  k_norm: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+def projected_heads(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, q_heads: int, kv_heads: int,
+                    head_dim: int, q_norm: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                    k_norm: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
     """x [B, T, d] through a fused [q; k; v] matrix (q_heads may be 0: [k; v] only) -> heads [B, T, q_heads +
-    2·kv_heads, D]: q and k normed per head when norms are given (Qwen3-style), then one rotation for all of them
-    (cos / sin_signed [B, T, heads, D] hold cos 1, sin 0 on v's heads, which leaves v exactly as it is)."""
+    2·kv_heads, D], q and k normed per head when norms are given (Qwen3-style), not yet rotated: `rope.rotate` with
+    tables that hold cos 1, sin 0 on v's heads turns q and k in one pass (or `layer_kernels.rope_write` on CUDA)."""
     b, t, _ = x.shape
     heads = F.linear(x, weight, bias).view(b, t, q_heads + 2 * kv_heads, head_dim)
     if k_norm is not None:
         normed = [q_norm(heads[:, :, :q_heads])] if q_heads else []
         keys = k_norm(heads[:, :, q_heads : q_heads + kv_heads])
         heads = torch.cat(normed + [keys, heads[:, :, q_heads + kv_heads :]], dim=2)
-    return rotate(heads, cos, sin_signed)
+    return heads

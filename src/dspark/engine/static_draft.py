@@ -12,13 +12,13 @@ import torch
 import torch.nn.functional as F
 
 from dspark.config import GenerationConfig
-from dspark.engine import cache_attention
+from dspark.engine import cache_attention, layer_kernels
 from dspark.engine.draft_step import Proposal, decode_blocks
-from dspark.engine.fused_layers import fuse_projections, rotated_heads
-from dspark.engine.static_target import (aligned, attention_bias, grouped_attention, read_rows, rope_tables,
-                                         write_rows)
+from dspark.engine.fused_layers import fuse_projections, projected_heads
+from dspark.engine.static_target import (added_norm, aligned, attention_bias, grouped_attention, read_rows,
+                                         rms_norm, rope_tables, write_rows)
 from dspark.model.draft import DSparkDraft
-from dspark.model.rope import signed_sin
+from dspark.model.rope import rotate, signed_sin
 
 
 class StaticDraft:
@@ -44,19 +44,35 @@ class StaticDraft:
         for cache in self.kv:
             cache[destination].copy_(cache[source])
 
-    def _rope(self, positions: torch.Tensor, dtype: torch.dtype, rotated: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """positions [B, T] -> cos / signed-sin tables [B, T, rotated + H_kv, D] for `rotate` over [rotated heads |
-        v heads], v's heads unchanged (built once per step, shared by every layer)."""
+    def _rope(self, positions: torch.Tensor, dtype: torch.dtype, rotated: int,
+              fast: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """positions [B, T] -> cos / signed sin [B, T, D] for the kernels (fast), else tables [B, T, rotated + H_kv,
+        D] for `rotate` over [rotated heads | v heads], v's heads unchanged (built once per step, for every layer)."""
         cos, sin = self.draft.rotary(positions, dtype)  # [B, T, D]
+        if fast:
+            return cos, signed_sin(sin)
         return rope_tables(cos, signed_sin(sin), rotated, self.kv_heads)
 
-    def _project(self, index: int, h: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor,
-                 with_q: bool) -> torch.Tensor:
-        """Normed states h [B, T, d] -> rotated [q |] k | v heads [B, T, (H +) 2·H_kv, D] of layer `index`."""
+    def _fast(self, x: torch.Tensor, t: int) -> bool:
+        """Whether a step of t positions runs the Triton kernels (CUDA) or the torch ops (CPU, long extensions)."""
+        return (cache_attention.usable(x, self.head_dim, self.heads // self.kv_heads * t)
+                and layer_kernels.usable(x, self.head_dim))
+
+    def _rotated_into_cache(self, index: int, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
+                            positions: torch.Tensor, rows: torch.Tensor | None, with_q: bool,
+                            fast: bool) -> torch.Tensor | None:
+        """Normed states h [B, T, d] of layer `index` -> k, v rotated and written into the layer's cache at positions;
+        returns the rotated q [B, T, H, D] (with_q) or None."""
         attn, fused = self.draft.layers[index].self_attn, self.fused[index]
+        heads = self.heads * with_q
         weight = fused.qkv_weight if with_q else fused.qkv_weight[self.heads * self.head_dim :]  # [(H+) 2·H_kv·D, d]
-        return rotated_heads(h, weight, None, self.heads * with_q, self.kv_heads, self.head_dim, cos, sin_signed,
-                             attn.q_norm, attn.k_norm)
+        qkv = projected_heads(h, weight, None, heads, self.kv_heads, self.head_dim, attn.q_norm, attn.k_norm)
+        if fast:
+            q = layer_kernels.rope_write(qkv, heads, self.kv_heads, *rope, self.kv[index], rows, positions)
+            return q if with_q else None
+        qkv = rotate(qkv, *rope)  # [B, T, (H +) 2·H_kv, D]
+        write_rows(self.kv[index], rows, positions, qkv[:, :, heads:].transpose(1, 2))
+        return qkv[:, :, :heads] if with_q else None
 
     @torch.inference_mode()
     def extend(self, features: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None = None) -> None:
@@ -64,10 +80,10 @@ class StaticDraft:
         t = features.shape[1]
         positions = start[:, None] + torch.arange(t, device=start.device)  # [B, T]
         context = self.draft.fuse(features.to(self.draft.fc.weight.dtype))  # [B, T, d]
-        cos, sin_signed = self._rope(positions, context.dtype, self.kv_heads)
-        for index, cache in enumerate(self.kv):
-            kv = self._project(index, context, cos, sin_signed, with_q=False)  # [B, T, 2·H_kv, D]
-            write_rows(cache, rows, positions, kv.transpose(1, 2))
+        fast = layer_kernels.usable(context, self.head_dim)
+        rope = self._rope(positions, context.dtype, self.kv_heads, fast)
+        for index in range(len(self.kv)):
+            self._rotated_into_cache(index, context, rope, positions, rows, with_q=False, fast=fast)
 
     def _block_hidden(self, anchor: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None,
                       window: int) -> torch.Tensor:
@@ -78,30 +94,36 @@ class StaticDraft:
         block_ids[:, 0] = anchor
         positions = start[:, None] + torch.arange(size, device=anchor.device)  # [B, γ_b]
         x = draft.embed_tokens(block_ids).to(draft.fc.weight.dtype)  # [B, γ_b, d]
-        cos, sin_signed = self._rope(positions, x.dtype, self.heads + self.kv_heads)
-        fast = cache_attention.usable(x, self.head_dim, self.heads // self.kv_heads * size)
-        if fast:  # the kernel masks by position: every slot sees keys up to the block's last position
+        fast = self._fast(x, size)
+        rope = self._rope(positions, x.dtype, self.heads + self.kv_heads, fast)
+        if fast:  # the attention kernel masks by position: every slot sees keys up to the block's last position
             last = (start + size - 1)[:, None].expand(b, size).contiguous()  # [B, γ_b]
         else:
             seen = torch.arange(window, device=anchor.device)[None] < (start + size)[:, None]  # [B, W]
             bias = attention_bias(seen[:, None, None, :].expand(b, 1, size, window), self.heads // self.kv_heads,
                                   x.dtype)  # [B, 1, G·γ_b, W]
-        for index, (layer, cache) in enumerate(zip(draft.layers, self.kv)):
+        layers = draft.layers
+        h = rms_norm(layers[0].input_layernorm, x)
+        for index, (layer, cache) in enumerate(zip(layers, self.kv)):
             attn, fused = layer.self_attn, self.fused[index]
-            qkv = self._project(index, layer.input_layernorm(x), cos, sin_signed, with_q=True)  # [B, γ_b, H+2H_kv, D]
-            write_rows(cache, rows, positions, qkv[:, :, self.heads :].transpose(1, 2))
+            q = self._rotated_into_cache(index, h, rope, positions, rows, with_q=True, fast=fast)  # [B, γ_b, H, D]
             if fast:
-                out = cache_attention.attend(qkv[:, :, : self.heads], cache, self.kv_heads, last, rows, window,
-                                             None)  # [B, γ_b, H, D]
+                out = cache_attention.attend(q, cache, self.kv_heads, last, rows, window, None)  # [B, γ_b, H, D]
             else:
                 keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
                 values = read_rows(self.values[index], rows, b, window)
-                out = grouped_attention(qkv[:, :, : self.heads].transpose(1, 2), keys, values,
-                                        bias).transpose(1, 2)  # [B, γ_b, H, D]
-            x = x + attn.o_proj(out.reshape(b, size, self.heads * self.head_dim))
-            gate, up = F.linear(layer.post_attention_layernorm(x), fused.gate_up_weight).chunk(2, dim=-1)
-            x = x + layer.mlp.down_proj(F.silu(gate) * up)
-        return draft.norm(x)
+                out = grouped_attention(q.transpose(1, 2), keys, values, bias).transpose(1, 2)  # [B, γ_b, H, D]
+            x, h = added_norm(x, attn.o_proj(out.reshape(b, size, self.heads * self.head_dim)),
+                              layer.post_attention_layernorm, fast)
+            gate_up = F.linear(h, fused.gate_up_weight)  # [B, γ_b, 2·I]
+            if fast:
+                act = layer_kernels.silu_mul(gate_up)
+            else:
+                gate, up = gate_up.chunk(2, dim=-1)
+                act = F.silu(gate) * up
+            following = layers[index + 1].input_layernorm if index + 1 < len(layers) else draft.norm
+            x, h = added_norm(x, layer.mlp.down_proj(act), following, fast)
+        return h
 
     @torch.inference_mode()
     def propose(self, anchor: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None,

@@ -13,9 +13,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from dspark.engine import cache_attention
-from dspark.engine.fused_layers import fuse_projections, rotated_heads
-from dspark.model.rope import signed_sin
+from dspark.engine import cache_attention, layer_kernels
+from dspark.engine.fused_layers import fuse_projections, projected_heads
+from dspark.model.rope import rotate, signed_sin
 from dspark.model.target import Target
 
 SUPPORTED_TARGETS = ("LlamaForCausalLM", "Qwen3ForCausalLM", "Qwen2ForCausalLM", "MistralForCausalLM")
@@ -60,9 +60,14 @@ def is_supported(model: torch.nn.Module) -> bool:
 
 
 def rms_norm(norm: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """An HF Llama-style RMSNorm module (Llama, Qwen3, Qwen2, Mistral) applied as one fused op (HF's forward is eight
-    elementwise kernels)."""
-    return F.rms_norm(x, norm.weight.shape, norm.weight, norm.variance_epsilon)
+    """An HF Llama-style RMSNorm module (Llama, Qwen3, Qwen2, Mistral) or the draft's applied as one fused op (HF's
+    forward is eight elementwise kernels)."""
+    return F.rms_norm(x, norm.weight.shape, norm.weight, norm_eps(norm))
+
+
+def norm_eps(norm: torch.nn.Module) -> float:
+    """An RMSNorm module's epsilon: HF's `variance_epsilon` or the draft's `eps`."""
+    return norm.variance_epsilon if hasattr(norm, "variance_epsilon") else norm.eps
 
 
 def aligned(length: int) -> int:
@@ -142,6 +147,7 @@ class StaticTarget:
         self.head_dim = int(attn.head_dim)
         self.max_batch, self.max_length = max_batch, aligned(max_length)
         self.fused = [fuse_projections(layer) for layer in self.backbone.layers]  # 2 GEMMs where HF runs 5
+        self.silu = getattr(cfg, "hidden_act", "silu") == "silu"  # layer_kernels.silu_mul's activation
         weight = target.lm_head.weight
         shape = (max_batch, 2 * self.kv_heads, self.max_length, self.head_dim)
         # one cache per layer, keys in heads 0 … H_kv−1 and values after them: one write per layer and token block
@@ -158,34 +164,44 @@ class StaticTarget:
         for cache in self.kv:
             cache[destination].copy_(cache[source])
 
-    def _attention(self, index: int, x: torch.Tensor, cos: torch.Tensor, sin_signed: torch.Tensor,
+    def _fast(self, x: torch.Tensor, t: int) -> bool:
+        """Whether this step runs the Triton kernels (CUDA, few queries per row: verify and decoding steps) or the
+        torch ops (CPU, and prefill, whose G·T queries per row exceed the attention kernel's tile)."""
+        return (cache_attention.usable(x, self.head_dim, self.heads // self.kv_heads * t)
+                and layer_kernels.usable(x, self.head_dim))
+
+    def _attention(self, index: int, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
                    positions: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor | None,
                    window: int) -> torch.Tensor:
-        """x [B, T, d] -> attention output [B, T, d]; writes the block's keys/values into the layer's cache.
-        cos / sin_signed [B, T, H + 2·H_kv, D] rotate q and k and leave v as it is (cos 1, sin 0 on v's heads).
-        bias [B, 1, G·T, W] for SDPA, or None for the cache-attention kernel."""
+        """Normed states h [B, T, d] -> attention output [B, T, d]; writes the block's keys/values into the layer's
+        cache. bias None: the kernels (rope = cos, sin_signed [B, T, D]); else SDPA with bias [B, 1, G·T, W] (rope =
+        tables [B, T, H + 2·H_kv, D] that turn q and k and leave v as it is: cos 1, sin 0 on v's heads)."""
         attn, fused = self.backbone.layers[index].self_attn, self.fused[index]
-        b, t, _ = x.shape
-        h, kv = self.heads, self.kv_heads
+        b, t, _ = h.shape
+        heads, kv, dim = self.heads, self.kv_heads, self.head_dim
         norms = {}
         if getattr(attn, "q_norm", None) is not None:  # Qwen3: per-head norms before RoPE
             norms = {"q_norm": lambda y: rms_norm(attn.q_norm, y), "k_norm": lambda y: rms_norm(attn.k_norm, y)}
-        qkv = rotated_heads(x, fused.qkv_weight, fused.qkv_bias, h, kv, self.head_dim, cos, sin_signed,
-                            **norms)  # [B, T, H + 2·H_kv, D]
-        write_rows(self.kv[index], rows, positions, qkv[:, :, h:].transpose(1, 2))  # [B, 2·H_kv, T, D]
-        if bias is None:  # the Triton kernel reads q in place and the cache rows directly (CUDA)
-            out = cache_attention.attend(qkv[:, :, :h], self.kv[index], kv, positions, rows, window, attn.scaling,
-                                  self.windows[index])  # [B, T, H, D]
-            return attn.o_proj(out.view(b, t, h * self.head_dim))
+        qkv = projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim, **norms)  # [B, T, H + 2·H_kv, D]
+        if bias is None:  # rotate + cache write in one kernel; attention reads q in place and the cache rows
+            q = layer_kernels.rope_write(qkv, heads, kv, *rope, self.kv[index], rows, positions)  # [B, T, H, D]
+            out = cache_attention.attend(q, self.kv[index], kv, positions, rows, window, attn.scaling,
+                                         self.windows[index])  # [B, T, H, D]
+            return attn.o_proj(out.view(b, t, heads * dim))
+        qkv = rotate(qkv, *rope)
+        write_rows(self.kv[index], rows, positions, qkv[:, :, heads:].transpose(1, 2))  # [B, 2·H_kv, T, D]
         keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
         values = read_rows(self.values[index], rows, b, window)
-        out = grouped_attention(qkv[:, :, :h].transpose(1, 2), keys, values, bias, attn.scaling)  # [B, H, T, D]
-        return attn.o_proj(out.transpose(1, 2).reshape(b, t, h * self.head_dim))
+        out = grouped_attention(qkv[:, :, :heads].transpose(1, 2), keys, values, bias, attn.scaling)  # [B, H, T, D]
+        return attn.o_proj(out.transpose(1, 2).reshape(b, t, heads * dim))
 
-    def _mlp(self, index: int, x: torch.Tensor) -> torch.Tensor:
-        """The layer's gated MLP with gate and up in one GEMM."""
+    def _mlp(self, index: int, h: torch.Tensor, fast: bool) -> torch.Tensor:
+        """The layer's gated MLP with gate and up in one GEMM (and SiLU · up in one kernel when fast)."""
         mlp, fused = self.backbone.layers[index].mlp, self.fused[index]
-        gate, up = F.linear(x, fused.gate_up_weight, fused.gate_up_bias).chunk(2, dim=-1)  # [B, T, I] each
+        gate_up = F.linear(h, fused.gate_up_weight, fused.gate_up_bias)  # [B, T, 2·I]
+        if fast and self.silu:
+            return mlp.down_proj(layer_kernels.silu_mul(gate_up))
+        gate, up = gate_up.chunk(2, dim=-1)  # [B, T, I] each
         return mlp.down_proj(mlp.act_fn(gate) * up)
 
     @torch.inference_mode()
@@ -197,22 +213,35 @@ class StaticTarget:
         b, t = ids.shape
         positions = start[:, None] + torch.arange(t, device=ids.device)  # [B, T]
         x = self.backbone.embed_tokens(ids)  # [B, T, d]
+        fast = self._fast(x, t)
         cos, sin = self.backbone.rotary_emb(x, positions)  # [B, T, D]
-        cos, sin_signed = rope_tables(cos, signed_sin(sin), self.heads + self.kv_heads, self.kv_heads)
+        rope = (cos, signed_sin(sin))
         width = min(window or self.max_length, self.max_length)
-        if cache_attention.usable(x, self.head_dim, self.heads // self.kv_heads * t):
-            biases = dict.fromkeys(self.windows)  # the kernel masks by position: no bias
+        if fast:
+            biases = dict.fromkeys(self.windows)  # the kernels mask by position: no bias, no tables
         else:
+            rope = rope_tables(*rope, self.heads + self.kv_heads, self.kv_heads)
             biases = {w: causal_bias(positions, width, self.heads // self.kv_heads, x.dtype, w)
                       for w in set(self.windows)}  # [B, 1, G·T, W] per distinct window, built once per forward
         features = [x] if -1 in self.layer_ids else []
-        for index, layer in enumerate(self.backbone.layers):
-            x = x + self._attention(index, rms_norm(layer.input_layernorm, x), cos, sin_signed, positions, rows,
-                                    biases[self.windows[index]], width)
-            x = x + self._mlp(index, rms_norm(layer.post_attention_layernorm, x))
+        layers = self.backbone.layers
+        h = rms_norm(layers[0].input_layernorm, x)
+        for index, layer in enumerate(layers):
+            attended = self._attention(index, h, rope, positions, rows, biases[self.windows[index]], width)
+            x, h = added_norm(x, attended, layer.post_attention_layernorm, fast)
+            following = layers[index + 1].input_layernorm if index + 1 < len(layers) else self.backbone.norm
+            x, h = added_norm(x, self._mlp(index, h, fast), following, fast)  # h: the next layer's input
             if index in self.layer_ids:
                 features.append(x)
         if logits_at is not None:
-            x = x.gather(1, logits_at[:, None, None].expand(b, 1, x.shape[-1]))  # [B, 1, d]
-        hidden = rms_norm(self.backbone.norm, x)  # [B, T, d]
-        return self.model.lm_head(hidden).float(), torch.cat(features, dim=-1)  # [B, T, V], [B, T, m·d]
+            h = h.gather(1, logits_at[:, None, None].expand(b, 1, h.shape[-1]))  # [B, 1, d]
+        return self.model.lm_head(h).float(), torch.cat(features, dim=-1)  # [B, T, V], [B, T, m·d]
+
+
+def added_norm(x: torch.Tensor, delta: torch.Tensor, norm: torch.nn.Module, fast: bool) -> tuple[torch.Tensor,
+                                                                                               torch.Tensor]:
+    """The residual add and the next RMSNorm: (x + δ, norm(x + δ)), in one kernel when fast."""
+    if fast:
+        return layer_kernels.add_rms_norm(x, delta, norm.weight, norm_eps(norm))
+    x = x + delta
+    return x, rms_norm(norm, x)

@@ -1,0 +1,123 @@
+"""A decoder layer's elementwise steps as single Triton kernels (CUDA only), for the static target and draft.
+
+At decode sizes a 135M model's step is a chain of ~18 tiny kernels per layer and each costs a launch, not work. Three
+chains fold into one kernel each:
+  add_rms_norm  the residual add and the next RMSNorm: x' = x + δ (rounded to x's dtype, as the add), h = RMSNorm(x');
+                both come back (x' is the residual stream, h the next block's input). 2 kernels -> 1.
+  silu_mul      SiLU(gate) · up over a fused [gate | up] GEMM output; SiLU's output is rounded to the dtype before the
+                product, as HF's `act_fn(gate) * up`. 2 kernels -> 1.
+  rope_write    RoPE on q and k and the cache write of k and v for a block of new tokens: q comes back rotated, k and v
+                go straight into the rows' cache at their positions. The torch path needs 4 kernels (x·cos, roll,
+                addcmul, scatter) plus per-forward tables for the fused heads. x·cos is rounded before the add, as
+                `rope.rotate`'s two ops round.
+What it does not do: CPU tensors (the torch ops in static_target / static_draft serve them; tests run these kernels
+on the CPU through Triton's interpreter, TRITON_INTERPRET=1), norms other than RMSNorm, partial rotary dims.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # a CPU install without Triton: the torch ops serve
+    triton = None
+
+
+def usable(tensor: torch.Tensor, head_dim: int) -> bool:
+    """True when these kernels can run on `tensor`'s device: Triton present, CUDA (or the CPU interpreter) and a
+    power-of-two head dim (rope_write's tile)."""
+    if triton is None or not (tensor.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
+        return False
+    return head_dim >= 2 and not head_dim & (head_dim - 1)
+
+
+if triton is not None:
+
+    @triton.jit
+    def _add_rms_norm_kernel(x_ptr, delta_ptr, weight_ptr, sum_ptr, normed_ptr, width, eps, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.arange(0, BLOCK)
+        inside = cols < width
+        x = tl.load(x_ptr + row * width + cols, mask=inside, other=0.0).to(tl.float32)
+        delta = tl.load(delta_ptr + row * width + cols, mask=inside, other=0.0).to(tl.float32)
+        total = (x + delta).to(sum_ptr.dtype.element_ty)  # the residual stream, rounded as the add
+        tl.store(sum_ptr + row * width + cols, total, mask=inside)
+        total = total.to(tl.float32)
+        rstd = 1.0 / tl.sqrt(tl.sum(total * total, axis=0) / width + eps)
+        weight = tl.load(weight_ptr + cols, mask=inside, other=0.0).to(tl.float32)
+        tl.store(normed_ptr + row * width + cols, (total * rstd * weight).to(normed_ptr.dtype.element_ty),
+                 mask=inside)
+
+    @triton.jit
+    def _silu_mul_kernel(gate_up_ptr, out_ptr, inner, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+        inside = cols < inner
+        gate = tl.load(gate_up_ptr + row * 2 * inner + cols, mask=inside, other=0.0).to(tl.float32)
+        up = tl.load(gate_up_ptr + row * 2 * inner + inner + cols, mask=inside, other=0.0).to(tl.float32)
+        act = (gate / (1.0 + tl.exp(-gate))).to(out_ptr.dtype.element_ty).to(tl.float32)  # SiLU, rounded
+        tl.store(out_ptr + row * inner + cols, (act * up).to(out_ptr.dtype.element_ty), mask=inside)
+
+    @triton.jit
+    def _rope_write_kernel(heads_ptr, cos_ptr, sin_ptr, q_ptr, cache_ptr, c_stride_b, c_stride_h, c_stride_l,
+                           rows_ptr, positions_ptr, t_len, q_heads, kv_heads, D: tl.constexpr,
+                           BLOCK_H: tl.constexpr, HAS_ROWS: tl.constexpr):
+        token = tl.program_id(0).to(tl.int64)  # b·T + t
+        b = token // t_len
+        total = q_heads + 2 * kv_heads
+        head = tl.arange(0, BLOCK_H)
+        dims = tl.arange(0, D)
+        inside = (head < total)[:, None]
+        base = heads_ptr + token * total * D + head[:, None] * D
+        x = tl.load(base + dims[None, :], mask=inside, other=0.0).to(tl.float32)  # [BH, D]
+        rolled = tl.load(base + ((dims + D // 2) % D)[None, :], mask=inside, other=0.0).to(tl.float32)
+        cos = tl.load(cos_ptr + token * D + dims).to(tl.float32)  # [D]
+        sin = tl.load(sin_ptr + token * D + dims).to(tl.float32)  # [D] signed: −sin on the first half
+        turned = (x * cos[None, :]).to(q_ptr.dtype.element_ty).to(tl.float32) + rolled * sin[None, :]
+        rotate = (head < q_heads + kv_heads)[:, None]  # q and k turn, v is copied
+        out = tl.where(rotate, turned, x).to(q_ptr.dtype.element_ty)  # [BH, D]
+        is_q = (head < q_heads)[:, None]
+        tl.store(q_ptr + (token * q_heads + head[:, None]) * D + dims[None, :], out, mask=inside & is_q)
+        row = tl.load(rows_ptr + b).to(tl.int64) if HAS_ROWS else b
+        position = tl.load(positions_ptr + token).to(tl.int64)
+        slot = cache_ptr + row * c_stride_b + (head[:, None] - q_heads) * c_stride_h + position * c_stride_l
+        tl.store(slot + dims[None, :], out.to(cache_ptr.dtype.element_ty), mask=inside & ~is_q)
+
+
+def add_rms_norm(x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor,
+                                                                                                  torch.Tensor]:
+    """x, δ [..., d], an RMSNorm's weight [d] and epsilon -> (x + δ, RMSNorm(x + δ)), both [..., d] in x's dtype."""
+    width = x.shape[-1]
+    x, delta = x.contiguous(), delta.contiguous()
+    total, normed = torch.empty_like(x), torch.empty_like(x)
+    _add_rms_norm_kernel[(x.numel() // width,)](x, delta, weight, total, normed, width, eps,
+                                                BLOCK=triton.next_power_of_2(width))
+    return total, normed
+
+
+def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
+    """A fused [gate | up] projection [..., 2·I] -> SiLU(gate) · up [..., I]."""
+    inner = gate_up.shape[-1] // 2
+    gate_up = gate_up.contiguous()
+    out = gate_up.new_empty(*gate_up.shape[:-1], inner)
+    block = min(1024, triton.next_power_of_2(inner))
+    _silu_mul_kernel[(gate_up.numel() // (2 * inner), triton.cdiv(inner, block))](gate_up, out, inner, BLOCK=block)
+    return out
+
+
+def rope_write(heads: torch.Tensor, q_heads: int, kv_heads: int, cos: torch.Tensor, sin_signed: torch.Tensor,
+               cache: torch.Tensor, rows: torch.Tensor | None, positions: torch.Tensor) -> torch.Tensor:
+    """Projected heads [B, T, H + 2·H_kv, D] ([q | k | v], H may be 0), cos / sin_signed [B, T, D]
+    (`rope.signed_sin`), cache [B_max, 2·H_kv, L, D] (keys, then values), rows [B] (None: 0 … B−1), positions
+    [B, T] -> rotated q [B, T, H, D]; rotated k and v written into the cache rows at their positions."""
+    b, t, total, d = heads.shape
+    heads, positions = heads.contiguous(), positions.contiguous()
+    cos, sin_signed = cos.to(heads.dtype).contiguous(), sin_signed.to(heads.dtype).contiguous()
+    q = heads.new_empty(b, t, q_heads, d)  # [B, T, H, D]
+    _rope_write_kernel[(b * t,)](heads, cos, sin_signed, q, cache, cache.stride(0), cache.stride(1), cache.stride(2),
+                                 rows if rows is not None else positions, positions, t, q_heads, kv_heads, D=d,
+                                 BLOCK_H=triton.next_power_of_2(total), HAS_ROWS=rows is not None)
+    return q
