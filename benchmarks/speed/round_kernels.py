@@ -7,6 +7,7 @@ and runs in one device call. It reports:
            extension, the block forward, the Markov decode, greedy acceptance
   kernels  an eager torch.profiler pass over verify (width 1 and γ+1) and propose: kernels launched and their summed
            GPU time, the heaviest kernels by name
+  batch    propose and verify (widths 1 and γ+1) with 64 rows, graphed
   gemm     the target's matrix shapes at M = 1 and M = γ+1 rows, graphed
   torch    the same steps with the Triton kernels off (engine/cache_attention.py, layer_kernels.py: SDPA and torch
            ops instead), and how far the target's logits move between the two
@@ -115,10 +116,26 @@ class Timer:
         return statistics.median(samples)
 
 
+def idle_rows(engine: BatchEngine, rows: int) -> None:
+    """Set up `rows` rows that compute everything and move nothing (inactive), at position 200."""
+    r = engine.round
+    r.begin(GenerationConfig(), r.gamma_max, torch.Generator(device=engine.static_target.device))
+    r.active[:rows], r.budget[:rows], r.start[:rows] = False, 10**6, 200
+
+
+def batch_times(target: Target, draft: DSparkDraft, timer: Timer, window: int, rows: int) -> dict[str, float]:
+    """Propose and verify (widths 1 and γ+1) with `rows` rows, graphed."""
+    engine = BatchEngine(target, draft, max_batch=rows, max_length=2048, cuda_graphs=False)
+    idle_rows(engine, rows)
+    r, gamma = engine.round, engine.round.gamma_max
+    return {f"propose, {rows} rows": timer(lambda: r.propose(rows, window)),
+            f"verify t=1, {rows} rows": timer(lambda: r.verify(rows, 1, window)),
+            f"verify t={gamma + 1}, {rows} rows": timer(lambda: r.verify(rows, gamma + 1, window))}
+
+
 def step_times(engine: BatchEngine, timer: Timer, window: int) -> dict[str, float]:
     r, gamma = engine.round, engine.round.gamma_max
-    r.begin(GenerationConfig(), gamma, torch.Generator(device=engine.static_target.device))
-    r.active[0], r.budget[0], r.start[0] = False, 10**6, 200  # inactive: a replay computes everything, moves nothing
+    idle_rows(engine, 1)
     out: dict[str, float] = {"propose": timer(lambda: r.propose(1, window))}
     for t in range(1, gamma + 2):
         out[f"verify t={t}"] = timer(lambda t=t: r.verify(1, t, window))
@@ -279,6 +296,8 @@ def main() -> None:
     with torch.inference_mode():
         result["steps_ms"] = steps = step_times(engine, timer, args.window)
         table("graphed steps, batch 1 (per call)", steps)
+        result["batch_ms"] = batch = batch_times(target, draft, timer, args.window, 4 if args.smoke else 64)
+        table("graphed steps, many rows (per call)", batch)
         result["gemm_ms"] = gemms = gemm_times(target, timer, gamma)
         table("target GEMMs alone (graphed)", gemms)
         result["propose_eager_markov_ms"] = eager_markov(lambda: timer(lambda: engine.round.propose(1, args.window)))

@@ -80,17 +80,23 @@ def layer_kernel_agreement() -> dict[str, float]:
     gate, up = gate_up.chunk(2, dim=-1)
     out["silu_mul"] = float((layer_kernels.silu_mul(gate_up) - torch.nn.functional.silu(gate) * up).abs().max())
     b, t, heads, kv, d = 3, 4, 6, 2, 16
-    for q_heads in (heads, 0):
+    q_weight, k_weight = torch.randn(d), torch.randn(d)
+    for q_heads, normed in ((heads, False), (0, False), (heads, True), (0, True)):
         for rows in (None, torch.tensor([5, 1, 3])):
             qkv = torch.randn(b, t, q_heads + 2 * kv, d)
             positions = torch.tensor([[0], [9], [20]]) + torch.arange(t)  # [B, T]
             angle = positions[..., None] * torch.linspace(0.1, 1.0, d)  # [B, T, D]
             cos, sin_signed = angle.cos(), signed_sin(angle.sin())
             cache, expected = torch.zeros(6, 2 * kv, 32, d), torch.zeros(6, 2 * kv, 32, d)
-            q = layer_kernels.rope_write(qkv, q_heads, kv, cos, sin_signed, cache, rows, positions)
+            norms = (q_weight, k_weight, 1e-6) if normed else None
+            q = layer_kernels.rope_write(qkv, q_heads, kv, cos, sin_signed, cache, rows, positions, norms)
+            if normed:  # the torch path's per-head norms of q and k (Qwen3), then the rotation
+                rms = lambda y, w: torch.nn.functional.rms_norm(y, (d,), w, 1e-6)  # noqa: E731
+                qkv = torch.cat([rms(qkv[:, :, :q_heads], q_weight), rms(qkv[:, :, q_heads : q_heads + kv], k_weight),
+                                 qkv[:, :, q_heads + kv :]], dim=2)
             rotated = rotate(qkv, *rope_tables(cos, sin_signed, q_heads + kv, kv))
             write_rows(expected, rows, positions, rotated[:, :, q_heads:].transpose(1, 2))
-            name = f"rope_write q{q_heads} rows{rows is not None}"
+            name = f"rope_write q{q_heads} rows{rows is not None} norms{normed}"
             out[name] = max(float((q - rotated[:, :, :q_heads]).abs().max()) if q_heads else 0.0,
                             float((cache - expected).abs().max()))
     return out

@@ -9,9 +9,9 @@ def test_add_rms_norm_and_silu_mul_equal_the_torch_ops(facts):
     assert facts["silu_mul"] < 1e-5
 
 
-def test_rope_write_rotates_q_and_k_and_fills_the_cache_rows_like_rotate_and_write_rows(facts):
+def test_rope_write_norms_rotates_and_fills_the_cache_rows_like_the_torch_ops(facts):
     cases = {k: v for k, v in facts.items() if k.startswith("rope_write ")}
-    assert len(cases) == 4  # with and without q heads (the draft's context extension has none), rows or not
+    assert len(cases) == 8  # q heads or none (the draft's context extension), rows or not, Qwen3 norms or not
     assert max(cases.values()) < 1e-5, cases
 
 

@@ -94,8 +94,8 @@ if triton is not None:
                  out.to(out_ptr.dtype.element_ty), mask=in_q[:, None])
 
 
-def attend(q: torch.Tensor, cache: torch.Tensor, kv_heads: int, last: torch.Tensor,
-                    rows: torch.Tensor | None, window: int, scale: float | None, sliding: int | None = None) -> torch.Tensor:
+def attend(q: torch.Tensor, cache: torch.Tensor, kv_heads: int, last: torch.Tensor, rows: torch.Tensor | None,
+           window: int, scale: float | None, sliding: int | None = None) -> torch.Tensor:
     """New queries q [B, T, H, D] (any strides, D contiguous) against cache [B_max, 2·H_kv, L, D] rows `rows` [B]
     (None: 0 … B−1): query (b, t) sees keys at positions ≤ last[b, t] ([B, T]), below `window`, and within the last
     `sliding` positions when given; scale None: 1/√D -> [B, T, H, D] contiguous, q's dtype."""

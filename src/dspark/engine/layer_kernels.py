@@ -6,10 +6,10 @@ chains fold into one kernel each:
                 both come back (x' is the residual stream, h the next block's input). 2 kernels -> 1.
   silu_mul      SiLU(gate) · up over a fused [gate | up] GEMM output; SiLU's output is rounded to the dtype before the
                 product, as HF's `act_fn(gate) * up`. 2 kernels -> 1.
-  rope_write    RoPE on q and k and the cache write of k and v for a block of new tokens: q comes back rotated, k and v
-                go straight into the rows' cache at their positions. The torch path needs 4 kernels (x·cos, roll,
-                addcmul, scatter) plus per-forward tables for the fused heads. x·cos is rounded before the add, as
-                `rope.rotate`'s two ops round.
+  rope_write    RoPE on q and k and the cache write of k and v for a block of new tokens (after Qwen3-style per-head
+                norms of q and k when given): q comes back rotated, k and v go straight into the rows' cache. The
+                torch path needs 4 kernels (x·cos, roll, addcmul, scatter; 3 more for the norms) plus per-forward
+                tables for the fused heads. x·cos is rounded before the add, as `rope.rotate`'s two ops round.
 What it does not do: CPU tensors (the torch ops in static_target / static_draft serve them; tests run these kernels
 on the CPU through Triton's interpreter, TRITON_INTERPRET=1), norms other than RMSNorm, partial rotary dims.
 """
@@ -63,8 +63,8 @@ if triton is not None:
 
     @triton.jit
     def _rope_write_kernel(heads_ptr, cos_ptr, sin_ptr, q_ptr, cache_ptr, c_stride_b, c_stride_h, c_stride_l,
-                           rows_ptr, positions_ptr, t_len, q_heads, kv_heads, D: tl.constexpr,
-                           BLOCK_H: tl.constexpr, HAS_ROWS: tl.constexpr):
+                           rows_ptr, positions_ptr, q_norm_ptr, k_norm_ptr, eps, t_len, q_heads, kv_heads,
+                           D: tl.constexpr, BLOCK_H: tl.constexpr, HAS_ROWS: tl.constexpr, HAS_NORMS: tl.constexpr):
         token = tl.program_id(0).to(tl.int64)  # b·T + t
         b = token // t_len
         total = q_heads + 2 * kv_heads
@@ -72,8 +72,19 @@ if triton is not None:
         dims = tl.arange(0, D)
         inside = (head < total)[:, None]
         base = heads_ptr + token * total * D + head[:, None] * D
+        spun = (dims + D // 2) % D  # rotate_half's source dims
         x = tl.load(base + dims[None, :], mask=inside, other=0.0).to(tl.float32)  # [BH, D]
-        rolled = tl.load(base + ((dims + D // 2) % D)[None, :], mask=inside, other=0.0).to(tl.float32)
+        rolled = tl.load(base + spun[None, :], mask=inside, other=0.0).to(tl.float32)
+        if HAS_NORMS:  # Qwen3-style per-head RMSNorm of q and k before RoPE, rounded to the dtype as the norm's output
+            is_q_head = (head < q_heads)[:, None]
+            normed = (head < q_heads + kv_heads)[:, None]
+            rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / D + eps)[:, None]  # [BH, 1]
+            w = tl.where(is_q_head, tl.load(q_norm_ptr + dims)[None, :].to(tl.float32),
+                         tl.load(k_norm_ptr + dims)[None, :].to(tl.float32))
+            w_spun = tl.where(is_q_head, tl.load(q_norm_ptr + spun)[None, :].to(tl.float32),
+                              tl.load(k_norm_ptr + spun)[None, :].to(tl.float32))
+            x = tl.where(normed, (x * rstd * w).to(q_ptr.dtype.element_ty).to(tl.float32), x)
+            rolled = tl.where(normed, (rolled * rstd * w_spun).to(q_ptr.dtype.element_ty).to(tl.float32), rolled)
         cos = tl.load(cos_ptr + token * D + dims).to(tl.float32)  # [D]
         sin = tl.load(sin_ptr + token * D + dims).to(tl.float32)  # [D] signed: −sin on the first half
         turned = (x * cos[None, :]).to(q_ptr.dtype.element_ty).to(tl.float32) + rolled * sin[None, :]
@@ -109,15 +120,19 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
 
 
 def rope_write(heads: torch.Tensor, q_heads: int, kv_heads: int, cos: torch.Tensor, sin_signed: torch.Tensor,
-               cache: torch.Tensor, rows: torch.Tensor | None, positions: torch.Tensor) -> torch.Tensor:
+               cache: torch.Tensor, rows: torch.Tensor | None, positions: torch.Tensor,
+               norms: tuple[torch.Tensor, torch.Tensor, float] | None = None) -> torch.Tensor:
     """Projected heads [B, T, H + 2·H_kv, D] ([q | k | v], H may be 0), cos / sin_signed [B, T, D]
     (`rope.signed_sin`), cache [B_max, 2·H_kv, L, D] (keys, then values), rows [B] (None: 0 … B−1), positions
-    [B, T] -> rotated q [B, T, H, D]; rotated k and v written into the cache rows at their positions."""
+    [B, T], and for Qwen3-style layers the per-head norms (q weight [D], k weight [D], epsilon), applied before the
+    rotation -> rotated q [B, T, H, D]; rotated k and v written into the cache rows at their positions."""
     b, t, total, d = heads.shape
     heads, positions = heads.contiguous(), positions.contiguous()
     cos, sin_signed = cos.to(heads.dtype).contiguous(), sin_signed.to(heads.dtype).contiguous()
     q = heads.new_empty(b, t, q_heads, d)  # [B, T, H, D]
+    q_weight, k_weight, eps = norms if norms is not None else (cos, cos, 0.0)  # unused without norms
     _rope_write_kernel[(b * t,)](heads, cos, sin_signed, q, cache, cache.stride(0), cache.stride(1), cache.stride(2),
-                                 rows if rows is not None else positions, positions, t, q_heads, kv_heads, D=d,
-                                 BLOCK_H=triton.next_power_of_2(total), HAS_ROWS=rows is not None)
+                                 rows if rows is not None else positions, positions, q_weight, k_weight, eps, t,
+                                 q_heads, kv_heads, D=d, BLOCK_H=triton.next_power_of_2(total),
+                                 HAS_ROWS=rows is not None, HAS_NORMS=norms is not None)
     return q

@@ -53,7 +53,7 @@ if triton is not None:
 
     @triton.jit
     def _slot_kernel(base_ptr, w1_ptr, w2_ptr, keys_ptr, anchors_ptr, rows, vocab, rank, base_row_stride,
-                     STEP: tl.constexpr, ROUND_BF16: tl.constexpr, GAMMA: tl.constexpr, RANK_TILE: tl.constexpr,
+                     STEP: tl.constexpr, ROUND_BF16: tl.constexpr, TENSOR_CORES: tl.constexpr, GAMMA: tl.constexpr, RANK_TILE: tl.constexpr,
                      BLOCK_V: tl.constexpr, BLOCK_N: tl.constexpr):
         vocab_ids = tl.program_id(0) * BLOCK_V + tl.arange(0, BLOCK_V)  # [BV]
         row_ids = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
@@ -75,8 +75,10 @@ if triton is not None:
                       other=0.0).to(tl.float32)  # [R, BN] W1[prev]ᵀ
         if BLOCK_N == 1:  # one row per program: a multiply-and-sum, no padded matrix product
             bias = tl.sum(w2[:, :, None] * emb[None, :, :], axis=1)  # [BV, 1]
-        else:
-            bias = tl.dot(w2, emb, input_precision="ieee")  # [BV, BN], fp32 products of the weights: exact
+        elif TENSOR_CORES:  # bf16 / fp16 weights on the GPU: exact products, fp32 sums, as the eager GEMM
+            bias = tl.dot(w2.to(w2_ptr.dtype.element_ty), emb.to(w2_ptr.dtype.element_ty))  # [BV, BN]
+        else:  # fp32 weights, and Triton's interpreter (its bf16 dot is wrong): fp32 products of the weights, exact
+            bias = tl.dot(w2, emb, input_precision="ieee")  # [BV, BN]
         if ROUND_BF16:  # round to bf16 as the eager GEMM's output (nearest-even, in integer ops: exact everywhere)
             raw = bias.to(tl.int32, bitcast=True)
             raw = (raw + 0x7FFF + ((raw >> 16) & 1)) & -65536
@@ -110,6 +112,7 @@ def greedy_decode(base: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, anchor
     anchors = anchors.to(torch.int64).contiguous()
     for step in range(gamma):
         _slot_kernel[grid](base, w1, w2, keys, anchors, rows, vocab, rank, gamma * vocab, STEP=step,
-                           ROUND_BF16=w2.dtype == torch.bfloat16, GAMMA=gamma,
+                           ROUND_BF16=w2.dtype == torch.bfloat16,
+                           TENSOR_CORES=w2.dtype != torch.float32 and not _interpreting(), GAMMA=gamma,
                            RANK_TILE=rank_tile, BLOCK_V=block_v, BLOCK_N=block_n)
     return (vocab - 1) - (keys & 0xFFFFFFFF)  # [N, γ]

@@ -15,8 +15,8 @@ from dspark.config import GenerationConfig
 from dspark.engine import cache_attention, layer_kernels
 from dspark.engine.draft_step import Proposal, decode_blocks
 from dspark.engine.fused_layers import fuse_projections, projected_heads
-from dspark.engine.static_target import (added_norm, aligned, attention_bias, grouped_attention, read_rows,
-                                         rms_norm, rope_tables, write_rows)
+from dspark.engine.static_target import (added_norm, aligned, attention_bias, grouped_attention, norm_eps,
+                                         read_rows, rms_norm, rope_tables, write_rows)
 from dspark.model.draft import DSparkDraft
 from dspark.model.rope import rotate, signed_sin
 
@@ -66,10 +66,12 @@ class StaticDraft:
         attn, fused = self.draft.layers[index].self_attn, self.fused[index]
         heads = self.heads * with_q
         weight = fused.qkv_weight if with_q else fused.qkv_weight[self.heads * self.head_dim :]  # [(H+) 2·H_kv·D, d]
-        qkv = projected_heads(h, weight, None, heads, self.kv_heads, self.head_dim, attn.q_norm, attn.k_norm)
-        if fast:
-            q = layer_kernels.rope_write(qkv, heads, self.kv_heads, *rope, self.kv[index], rows, positions)
+        if fast:  # q/k norms, rotation and the cache write in one kernel
+            qkv = projected_heads(h, weight, None, heads, self.kv_heads, self.head_dim)
+            norms = (attn.q_norm.weight, attn.k_norm.weight, norm_eps(attn.q_norm))
+            q = layer_kernels.rope_write(qkv, heads, self.kv_heads, *rope, self.kv[index], rows, positions, norms)
             return q if with_q else None
+        qkv = projected_heads(h, weight, None, heads, self.kv_heads, self.head_dim, attn.q_norm, attn.k_norm)
         qkv = rotate(qkv, *rope)  # [B, T, (H +) 2·H_kv, D]
         write_rows(self.kv[index], rows, positions, qkv[:, :, heads:].transpose(1, 2))
         return qkv[:, :, :heads] if with_q else None

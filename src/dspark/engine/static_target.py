@@ -179,16 +179,17 @@ class StaticTarget:
         attn, fused = self.backbone.layers[index].self_attn, self.fused[index]
         b, t, _ = h.shape
         heads, kv, dim = self.heads, self.kv_heads, self.head_dim
-        norms = {}
-        if getattr(attn, "q_norm", None) is not None:  # Qwen3: per-head norms before RoPE
-            norms = {"q_norm": lambda y: rms_norm(attn.q_norm, y), "k_norm": lambda y: rms_norm(attn.k_norm, y)}
-        qkv = projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim, **norms)  # [B, T, H + 2·H_kv, D]
-        if bias is None:  # rotate + cache write in one kernel; attention reads q in place and the cache rows
-            q = layer_kernels.rope_write(qkv, heads, kv, *rope, self.kv[index], rows, positions)  # [B, T, H, D]
+        qwen3 = getattr(attn, "q_norm", None) is not None  # per-head norms of q and k before RoPE
+        if bias is None:  # norms + rotation + cache write in one kernel; attention reads q in place and the cache
+            qkv = projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim)  # [B, T, H + 2·H_kv, D]
+            norms = (attn.q_norm.weight, attn.k_norm.weight, norm_eps(attn.q_norm)) if qwen3 else None
+            q = layer_kernels.rope_write(qkv, heads, kv, *rope, self.kv[index], rows, positions, norms)  # [B,T,H,D]
             out = cache_attention.attend(q, self.kv[index], kv, positions, rows, window, attn.scaling,
                                          self.windows[index])  # [B, T, H, D]
             return attn.o_proj(out.view(b, t, heads * dim))
-        qkv = rotate(qkv, *rope)
+        norms = {"q_norm": lambda y: rms_norm(attn.q_norm, y), "k_norm": lambda y: rms_norm(attn.k_norm, y)}
+        qkv = projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim, **(norms if qwen3 else {}))
+        qkv = rotate(qkv, *rope)  # [B, T, H + 2·H_kv, D]
         write_rows(self.kv[index], rows, positions, qkv[:, :, heads:].transpose(1, 2))  # [B, 2·H_kv, T, D]
         keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
         values = read_rows(self.values[index], rows, b, window)
