@@ -20,6 +20,7 @@ from dspark.engine.schedule import StepCostTable
 from dspark.engine.static_target import StaticTarget
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 from dspark.testbed.successor_pair import EOS_ID, build_pair
+from static_agreement import static_target_differences
 
 
 def hf_greedy(model, prompt, n):
@@ -32,28 +33,10 @@ def hf_greedy(model, prompt, n):
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen2", "mistral"])  # qwen2 / mistral: sliding windows of 8
 def test_static_target_equals_hf_target_for_prefill_and_ragged_verify_steps(arch):
     model = tiny_target(arch, vocab_size=300, num_layers=3, seed=1)
-    layer_ids = (-1, 0, 1)
-    static = StaticTarget(Target(model, layer_ids), max_batch=4, max_length=40)
     prompts = [[5, 6, 7, 8, 9], [1, 2, 3], [9, 8, 7, 6, 5, 4, 3]]
-    references = [Target(model, layer_ids) for _ in prompts]
-    rows = [3, 0, 2]  # not in order, so row indexing is exercised
-    for row, prompt, ref in zip(rows, prompts, references):
-        logits, features = static.forward(torch.tensor([prompt]), torch.tensor([0]), torch.tensor([row]))
-        expected = ref.forward(torch.tensor([prompt]))
-        torch.testing.assert_close(logits, expected.logits, atol=1e-5, rtol=0)
-        torch.testing.assert_close(features, expected.features, atol=1e-5, rtol=0)
-    start = [len(p) for p in prompts]
-    gen = torch.Generator().manual_seed(0)
-    for _ in range(4):
-        block = torch.randint(0, 300, (3, 4), generator=gen)  # [B, T]
-        logits, features = static.forward(block, torch.tensor(start), torch.tensor(rows))
-        for b, ref in enumerate(references):
-            expected = ref.forward(block[b : b + 1])
-            torch.testing.assert_close(logits[b], expected.logits[0], atol=1e-5, rtol=0)
-            torch.testing.assert_close(features[b], expected.features[0], atol=1e-5, rtol=0)
-            kept = int(torch.randint(1, 5, (1,), generator=gen))  # ragged acceptance: the rest is stale
-            ref.crop(ref.cache_length - (4 - kept))
-            start[b] += kept
+    logit_gap, feature_gap = static_target_differences(model, (-1, 0, 1), prompts, rows=[3, 0, 2], steps=4,
+                                                       width=4, max_length=40)
+    assert logit_gap < 1e-5 and feature_gap < 1e-5, (logit_gap, feature_gap)
 
 
 def test_unsupported_target_architecture_is_refused_by_name():
