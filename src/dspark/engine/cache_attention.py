@@ -15,9 +15,10 @@ What it does not do: prefill-sized queries (G·T > 128 goes to SDPA), causal mas
 from __future__ import annotations
 
 import math
-import os
 
 import torch
+
+from dspark.engine import triton_support
 
 try:
     import triton
@@ -29,9 +30,9 @@ MAX_QUERIES = 128  # G·T per program; longer blocks (prefill) go to SDPA
 
 
 def usable(tensor: torch.Tensor, head_dim: int, grouped_queries: int) -> bool:
-    """True when the kernel serves a step on `tensor`'s device: Triton present, CUDA (or the CPU interpreter), a
-    power-of-two head dim ≥ 16, and at most MAX_QUERIES grouped queries (G·T) per program."""
-    if triton is None or not (tensor.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
+    """True when the kernel serves a step on `tensor`'s device (`triton_support.available`): a power-of-two head dim
+    ≥ 16 and at most MAX_QUERIES grouped queries (G·T) per program."""
+    if triton is None or not triton_support.available(tensor):
         return False
     return head_dim >= 16 and not head_dim & (head_dim - 1) and grouped_queries <= MAX_QUERIES
 

@@ -15,9 +15,9 @@ on the CPU through Triton's interpreter, TRITON_INTERPRET=1), norms other than R
 """
 from __future__ import annotations
 
-import os
-
 import torch
+
+from dspark.engine import triton_support
 
 try:
     import triton
@@ -27,9 +27,9 @@ except ImportError:  # a CPU install without Triton: the torch ops serve
 
 
 def usable(tensor: torch.Tensor, head_dim: int) -> bool:
-    """True when these kernels can run on `tensor`'s device: Triton present, CUDA (or the CPU interpreter) and a
-    power-of-two head dim (rope_write's tile)."""
-    if triton is None or not (tensor.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"):
+    """True when these kernels can run on `tensor`'s device (`triton_support.available`) with this head dim (a power
+    of two: rope_write's tile)."""
+    if triton is None or not triton_support.available(tensor):
         return False
     return head_dim >= 2 and not head_dim & (head_dim - 1)
 

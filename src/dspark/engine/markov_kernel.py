@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import torch
 
+from dspark.engine import triton_support
+
 try:
     import triton
     import triton.language as tl
@@ -27,25 +29,18 @@ _FLOATS = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def usable(head: object, tensor: torch.Tensor, greedy: bool) -> bool:
-    """True when the fused greedy decode serves this head and device: vanilla Markov head, greedy, Triton present,
-    and a CUDA tensor (or Triton's CPU interpreter)."""
+    """True when the fused greedy decode serves this head and device: vanilla Markov head, greedy, and the kernels
+    available there (`triton_support.available`)."""
     from dspark.model.heads import MarkovHead
 
-    if triton is None or not greedy or type(head) is not MarkovHead or not _fits(head.markov_w1.weight,
-                                                                                 head.markov_w2.weight):
+    if triton is None or not greedy or type(head) is not MarkovHead:
         return False
-    return tensor.is_cuda or _interpreting()
+    return _fits(head.markov_w1.weight, head.markov_w2.weight) and triton_support.available(tensor)
 
 
 def _fits(w1: torch.Tensor, w2: torch.Tensor) -> bool:
     rank = w1.shape[1]
     return w1.dtype == w2.dtype and w1.dtype in _FLOATS and 1 <= rank <= 512
-
-
-def _interpreting() -> bool:
-    import os
-
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 if triton is not None:
@@ -113,6 +108,6 @@ def greedy_decode(base: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, anchor
     for step in range(gamma):
         _slot_kernel[grid](base, w1, w2, keys, anchors, rows, vocab, rank, gamma * vocab, STEP=step,
                            ROUND_BF16=w2.dtype == torch.bfloat16,
-                           TENSOR_CORES=w2.dtype != torch.float32 and not _interpreting(), GAMMA=gamma,
+                           TENSOR_CORES=w2.dtype != torch.float32 and not triton_support.interpreting(), GAMMA=gamma,
                            RANK_TILE=rank_tile, BLOCK_V=block_v, BLOCK_N=block_n)
     return (vocab - 1) - (keys & 0xFFFFFFFF)  # [N, γ]
