@@ -9,6 +9,7 @@ import torch
 
 import dspark.engine.generate as engine
 from dspark import GenerationConfig, Target, generate
+from dspark.engine.batch import generate_batch
 from dspark.engine.draft_step import Proposal
 from dspark.testbed.random_pair import ARCHITECTURES, draft_config_for, random_draft, tiny_target
 
@@ -85,6 +86,22 @@ def test_dflash_mode_and_block_size_override_stay_lossless(monkeypatch):
     result = generate(target, draft, prompt, GenerationConfig(max_new_tokens=30, block_size=2))
     assert result.tokens == reference[:30]
     assert max(result.stats.proposed_counts) == 2 and result.stats.acceptance_lengths[0] == 3
+
+
+def test_dspark_heads_on_the_dflash_layout_stay_lossless_in_both_engines():
+    model = tiny_target("qwen3", seed=5)
+    cfg = draft_config_for(model, block_size=5, mode="dflash").replace(markov_rank=8, enable_confidence_head=True,
+                                                                     confidence_head_with_markov=True)
+    draft = random_draft(cfg, seed=5, scale=5.0)
+    target = Target(model, cfg.target_layer_ids)
+    prompts = [list(range(5, 25)), [7, 1, 7, 1, 9, 3]]
+    references = [hf_greedy(model, p, 30) for p in prompts]
+    single = [generate(target, draft, p, GenerationConfig(max_new_tokens=30)) for p in prompts]
+    assert [r.tokens for r in single] == references
+    assert max(max(r.stats.proposed_counts) for r in single) == 4  # γ − 1 drafts per block (the anchor slot is idle)
+    batched = generate_batch(target, draft, prompts, GenerationConfig(max_new_tokens=30), max_batch=2)
+    assert [r.tokens for r in batched] == references
+    assert [r.stats.accepted_counts for r in batched] == [r.stats.accepted_counts for r in single]
 
 
 def test_block_size_zero_is_plain_autoregressive_decoding_through_the_same_loop():

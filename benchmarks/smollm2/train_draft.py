@@ -7,8 +7,8 @@ Stages, each resumable from files under --work (which survives between calls whi
             takes every N-th prompt into regen.jsonl.shardK, so N GPUs regenerate in parallel)
   merge     the shards' examples appended to regen.jsonl (ids already there are kept once)
   pack      the regenerated data gzipped into <16 MiB parts in --out (to keep it for later leases)
-  train     online training (target hidden states captured in the job) of the drafts in --modes with the same
-            data, batch and --steps (kept in train-plan.json, so the DFlash-mode twin can train in a later call);
+  train     online training (target hidden states captured in the job) of the drafts in --modes (dspark, dflash,
+            unanchored: DSpark heads on the DFlash layout) with the same data, batch and --steps (kept in train-plan.json, so the DFlash-mode twin can train in a later call);
             the loss is compiled with inductor on GPU
   assistant a 2-layer autoregressive assistant (SmolLM2's first layers, fine-tuned) for the assisted-generation peer
   eval      held-out τ per suite at T=0 by greedy replay (exact engine rounds) and STS calibration of the confidence
@@ -134,14 +134,20 @@ def stage_pack(work: Path, out: Path, part_bytes: int = 15_000_000) -> dict:
     return {"pack_bytes": len(packed), "pack_parts": len(parts)}
 
 
+# --modes: block layout and whether the draft has the DSpark heads (Markov + confidence, trained with the DSpark loss)
+MODES = {"dspark": ("dspark", True), "dflash": ("dflash", False),
+         "unanchored": ("dflash", True)}  # DSpark heads on the DFlash layout (speculators' sample_from_anchor false)
+
+
 def _new_draft(model, mode: str, init: Path | None = None) -> DSparkDraft:
     """A fresh draft (seed 0), or with `init` the weights of that draft folder (fine-tuning; fp32 masters)."""
+    layout, heads = MODES[mode]
     if init is not None:
         draft = load_draft(init, device=DEVICE)
-        if draft.config.mode != mode:
-            raise SystemExit(f"--init {init} is a {draft.config.mode} draft; this run trains {mode}")
+        if (draft.config.mode, draft.config.has_heads) != (layout, heads):
+            raise SystemExit(f"--init {init} is not a {mode} draft")
     else:
-        config = draft_config_from_target(model.config, mode=mode, **DRAFT_SHAPE)
+        config = draft_config_from_target(model.config, mode=layout, heads=heads, **DRAFT_SHAPE)
         torch.manual_seed(0)
         draft = DSparkDraft(config).to(DEVICE)
     draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
@@ -176,7 +182,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in modes:
         draft = _new_draft(model, mode, init)
-        config = TrainConfig(steps=steps, **base, **(dspark_weights or {})) if mode == "dspark" \
+        config = TrainConfig(steps=steps, **base, **(dspark_weights or {})) if MODES[mode][1] \
             else TrainConfig.dflash(steps=steps, **base)
         run_dir = work / mode
         if not resume:
@@ -226,7 +232,8 @@ def stage_eval(work: Path, eval_file: Path, out: Path, max_new: int, per_suite: 
     for r in records:
         if len(suites.setdefault(r["suite"], [])) < per_suite:
             suites[r["suite"]].append(render_prompt(load_prompts_record(r), tok))
-    drafts = {mode: load_draft(work / f"{mode}-draft", device=DEVICE) for mode in ("dspark", "dflash")}
+    drafts = {mode: load_draft(work / f"{mode}-draft", device=DEVICE) for mode in MODES
+              if (work / f"{mode}-draft").is_dir()}  # every draft this --work has trained
     rows, confidence = {}, []
     for suite, prompts in suites.items():
         began = time.perf_counter()
@@ -242,6 +249,8 @@ def stage_eval(work: Path, eval_file: Path, out: Path, max_new: int, per_suite: 
                                        "histogram": stats.histogram(8)}
         log(f"eval {suite}: " + ", ".join(f"{m} τ {rows[f'{suite}/{m}']['tau']:.3f}" for m in drafts)
             + f" ({time.perf_counter() - began:.0f}s)")
+    if "dspark" not in drafts:
+        return {"eval": rows}
     logits, accepted = full_block_rounds(confidence, drafts["dspark"].config.num_draft_tokens)
     cal = fit_sts(logits, accepted)  # STS on the held-out rounds of the DSpark draft
     save_calibration(cal, work / "dspark-draft")
@@ -361,7 +370,8 @@ def main() -> None:
     parser.add_argument("--init", type=Path, help="train: fine-tune this draft folder instead of a fresh draft")
     parser.add_argument("--resume", action="store_true",
                         help="train: continue each mode's run from its last checkpoint in --work")
-    parser.add_argument("--modes", default="dspark,dflash", help="which drafts the train stage trains, in order")
+    parser.add_argument("--modes", default="dspark,dflash", help=f"which drafts the train stage trains, in order: "
+                        f"{', '.join(MODES)} (unanchored: the DSpark heads on the DFlash block layout)")
     parser.add_argument("--attention", default="auto", choices=("auto", "sdpa", "flex"),
                         help="block attention in training (auto: FlexAttention on CUDA; run 2 used SDPA)")
     parser.add_argument("--loss-backend", default="inductor" if DEVICE == "cuda" else "eager",

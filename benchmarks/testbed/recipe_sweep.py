@@ -1,13 +1,14 @@
 """One variant of a draft-training recipe sweep on the CPU testbed (issue #3 follow-ups). An experiment, not a feature.
 
 Trains one testbed draft (the default `DraftRecipe`: 2 layers, block 7, 3 target layers, Markov rank 32, batch 4 ×
-64 anchors) with the given learning rate, initialisation, loss weights, mode, steps and seed, on regenerated data
+64 anchors) with the given learning rate, initialisation, loss weights, mode (dspark, dflash, or unanchored: the DSpark
+heads and loss on the DFlash block layout), steps and seed, on regenerated data
 cached in /tmp/ab, and prints one JSON line: held-out greedy τ (replay) and the conditional acceptance per slot, and
 with --sampled also τ at temperature 1 (speculative sampling, one seed per prompt). --reuse evaluates the draft saved
 by an earlier run of the same NAME instead of training it again.
 One variant per process (1 thread), so two run side by side on two cores:
 
-    python benchmarks/testbed/recipe_sweep.py NAME [--lr 3e-3] [--init none|first|last] [--mode dspark|dflash]
+    python benchmarks/testbed/recipe_sweep.py NAME [--lr 3e-3] [--init none|first|last] [--mode dspark|dflash|unanchored]
         [--ce 0.1 --l1 0.9] [--steps 240] [--seed 0] [--heldout 16] [--sampled] [--reuse]
 
 Sweeps run with it: learning rate × initialisation (`../results/testbed_lr_sweep/`) and CE / L1 weights against
@@ -76,7 +77,8 @@ def main() -> None:
     parser.add_argument("name")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--init", default="none", choices=("none", "first", "last"))
-    parser.add_argument("--mode", default="dspark", choices=("dspark", "dflash"))
+    parser.add_argument("--mode", default="dspark", choices=("dspark", "dflash", "unanchored"),
+                        help="unanchored: the DSpark heads and loss on the DFlash block layout")
     parser.add_argument("--ce", type=float, default=0.1, help="DSpark CE weight (DFlash mode is CE 1.0 only)")
     parser.add_argument("--l1", type=float, default=0.9, help="DSpark L1 weight")
     parser.add_argument("--steps", type=int, default=240)
@@ -96,7 +98,13 @@ def main() -> None:
         regenerate(model, tok, [Prompt(f"{e.path}@{e.start}", text=e.prompt) for e in cut], data, batch_size=64,
                    max_new_tokens=r.response_tokens, max_length=512, progress=False)
     examples = read_examples(data)
-    draft = new_draft(model, tok, replace(r, mode=args.mode, seed=args.seed))
+    layout = "dspark" if args.mode == "dspark" else "dflash"
+    draft = new_draft(model, tok, replace(r, mode=layout, seed=args.seed))
+    if args.mode == "unanchored":  # the same draft with the Markov and confidence heads (seeded again)
+        torch.manual_seed(args.seed)
+        draft = DSparkDraft(draft.config.replace(markov_rank=r.markov_rank, enable_confidence_head=True,
+                                                 confidence_head_with_markov=True))
+        draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
     config = draft.config
     copy_target_layers(model, draft, args.init)
     common = dict(steps=args.steps, batch_size=r.batch_size, num_anchors=r.num_anchors, lr=args.lr, seed=args.seed,

@@ -56,6 +56,8 @@ class DraftConfig:
 
     `block_size` (γ) is the number of block slots. In "dspark" mode slot k predicts x_{p+k+1} (sample from anchor), so
     a block proposes γ drafts; in "dflash" mode slot 0 predicts nothing and slot k predicts x_{p+k} (γ−1 drafts).
+    The mode is the block layout only: a DFlash-mode draft usually has no Markov or confidence head (DFlash), and one
+    with them is a DSpark draft on the DFlash layout (speculators' `sample_from_anchor: false`).
     """
 
     hidden_size: int
@@ -106,8 +108,11 @@ class DraftConfig:
             raise ConfigError(f"markov_head_type must be one of {MARKOV_HEAD_TYPES}, got {self.markov_head_type!r}")
         if self.enable_confidence_head and self.confidence_head_with_markov and not self.markov_rank:
             raise ConfigError("confidence_head_with_markov needs a Markov head (markov_rank > 0)")
-        if self.mode == "dflash" and (self.markov_rank or self.enable_confidence_head):
-            raise ConfigError("dflash mode has no Markov or confidence head: set markov_rank=0, enable_confidence_head=False")
+
+    @property
+    def has_heads(self) -> bool:
+        """A Markov or confidence head: the DSpark heads, on either block layout."""
+        return bool(self.markov_rank or self.enable_confidence_head)
 
     @property
     def num_draft_tokens(self) -> int:
@@ -196,6 +201,7 @@ PRESETS = {
     "tiny-gated": lambda: _tiny("gated"),
     "tiny-rnn": lambda: _tiny("rnn"),
     "tiny-dflash": lambda: _tiny().replace(mode="dflash", markov_rank=0, enable_confidence_head=False),
+    "tiny-unanchored": lambda: _tiny().replace(mode="dflash"),  # DSpark heads on the DFlash block layout
 }
 
 

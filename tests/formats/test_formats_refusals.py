@@ -185,3 +185,11 @@ def test_a_target_the_draft_was_not_trained_for_is_refused(tmp_path):
                      tmp_path / "native")
     with pytest.raises(CheckpointError, match="8 layers"):
         export_draft(src, tmp_path / "out", "deepspec", WITH_TARGET)
+
+
+@pytest.mark.parametrize("layout", ["dflash", "specforge", "deepspec"])
+def test_dspark_heads_on_the_dflash_layout_are_refused_where_the_layout_would_lose_them(tmp_path, layout):
+    with pytest.raises(CheckpointError) as err:
+        export_draft(make_native(tmp_path, "tiny-unanchored"), tmp_path / "out", layout, WITH_TARGET)
+    assert "speculators" in str(err.value) or "DSpark" in str(err.value)
+    assert not (tmp_path / "out").exists()  # nothing half-written

@@ -43,6 +43,18 @@ def test_dflash_mode_draft_round_trips_exactly(tmp_path, layout):
     assert _same_tensors(load_file(tmp_path / "back" / "model.safetensors"), load_file(src / "model.safetensors"))
 
 
+def test_dspark_heads_on_the_dflash_layout_round_trip_through_speculators_as_sample_from_anchor_false(tmp_path):
+    src = make_native(tmp_path, "tiny-unanchored")
+    export_draft(src, tmp_path / "out", "speculators", WITH_TARGET)
+    written = json.loads((tmp_path / "out" / "config.json").read_text())
+    assert written["architectures"] == ["DSparkDraftModel"] and written["sample_from_anchor"] is False
+    assert written["markov_rank"] == 8 and written["enable_confidence_head"] is True
+    assert written["speculators_config"]["proposal_methods"][0]["speculative_tokens"] == written["block_size"] - 1
+    import_draft(tmp_path / "out", tmp_path / "back", WITH_TARGET)
+    assert read_config(tmp_path / "back") == read_config(src)
+    assert _same_tensors(load_file(tmp_path / "back" / "model.safetensors"), load_file(src / "model.safetensors"))
+
+
 def test_bfloat16_weights_keep_their_dtype_and_bits(tmp_path):
     src = make_native(tmp_path, "tiny-gated", dtype=torch.bfloat16)
     export_draft(src, tmp_path / "out", "speculators", WITH_TARGET)

@@ -101,6 +101,16 @@ def test_dflash_mode_labels_slot_k_with_the_token_at_p_plus_k_and_trains():
     assert all(m.confidence == 0.0 for m in result.history)
 
 
+def test_dspark_heads_on_the_dflash_layout_train_with_the_dspark_loss():
+    model, cfg, examples = _setup(mode="dflash")
+    cfg = cfg.replace(markov_rank=8, enable_confidence_head=True, confidence_head_with_markov=True)  # unanchored
+    assert cfg.has_heads and cfg.num_draft_tokens == cfg.block_size - 1
+    result = train(_draft(model, cfg), OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples),
+                   replace(CONFIG, steps=8, save_every=0), progress=False)
+    assert result.history[-1].ce < result.history[0].ce
+    assert all(m.confidence > 0.0 and m.l1 > 0.0 for m in result.history)  # the Markov and confidence terms train
+
+
 def test_padded_batches_give_the_same_loss_as_accumulating_single_sequences():
     model, cfg, examples = _setup()
     examples = [Example(e.id, e.input_ids[: 30 + 2 * i], e.loss_mask[: 30 + 2 * i]) for i, e in enumerate(examples)]

@@ -32,6 +32,10 @@ def export_files(checkpoint: DraftCheckpoint, options: ConvertOptions) -> tuple[
         raise CheckpointError("DFlashDraftModel is DFlash-aligned (slot 0 predicts nothing) and has no Markov or "
                               "confidence head; this is a DSpark draft: export it with --layout deepspec, specforge "
                               "or speculators")
+    if config.has_heads:
+        raise CheckpointError("DFlashDraftModel has no Markov or confidence head, and this DFlash-aligned draft has "
+                              "them (a DSpark draft with sample_from_anchor false): export it with --layout "
+                              "speculators, which keeps them")
     tensors = {k: v for k, v in checkpoint.tensors.items() if k not in EMBEDDING_TENSORS}
     data = {
         "architectures": [ARCHITECTURE],

@@ -53,7 +53,7 @@ def _verifier(checkpoint: DraftCheckpoint, options: ConvertOptions) -> dict[str,
 
 def export_files(checkpoint: DraftCheckpoint, options: ConvertOptions) -> tuple[dict[str, Any], dict]:
     config = checkpoint.config
-    algorithm = config.mode
+    algorithm = "dspark" if config.has_heads else "dflash"  # DSpark heads on either block layout
     tensors = {k: v for k, v in checkpoint.tensors.items() if k not in EMBEDDING_TENSORS}
     data: dict[str, Any] = {
         "architectures": [ARCHITECTURES[algorithm]],
@@ -66,7 +66,7 @@ def export_files(checkpoint: DraftCheckpoint, options: ConvertOptions) -> tuple[
         "aux_hidden_state_layer_ids": [i + 1 for i in config.target_layer_ids],
         "mask_token_id": config.mask_token_id,
         "sliding_window_non_causal": True,
-        "sample_from_anchor": algorithm == "dspark",
+        "sample_from_anchor": config.mode == "dspark",
     }
     if algorithm == "dspark":
         data.update(markov_rank=config.markov_rank, markov_head_type=config.markov_head_type,
@@ -116,10 +116,7 @@ def _mode_and_heads(raw: dict[str, Any], kind: str, where: str) -> dict[str, Any
              "enable_confidence_head": confidence,
              "confidence_head_with_markov": bool(_explicit(raw, "confidence_head_with_markov", where, why))
              if confidence else False}
-    if not anchor and (rank or confidence):
-        raise CheckpointError(f"{where}: sample_from_anchor false with a Markov or confidence head: a DSpark draft "
-                              f"trained DFlash-aligned cannot be served by dspark")
-    return {"mode": "dspark" if anchor else "dflash", **heads}
+    return {"mode": "dspark" if anchor else "dflash", **heads}  # sample_from_anchor false: the DFlash block layout
 
 
 def _check_sizes(raw: dict[str, Any], qwen3: dict[str, Any], where: str) -> None:

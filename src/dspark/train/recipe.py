@@ -16,14 +16,15 @@ def spread_layer_ids(num_target_layers: int, count: int) -> tuple[int, ...]:
 def draft_config_from_target(hf_config, *, num_layers: int = 2, block_size: int = 7, target_layers: int = 5,
                              layer_ids: tuple[int, ...] | None = None, markov_rank: int = 256,
                              markov_head_type: str = "vanilla", mask_token_id: int | None = None,
-                             mode: str = "dspark") -> DraftConfig:
-    """Draft layers copy the target's hidden size, heads, head_dim, FFN width, norm eps and RoPE."""
+                             mode: str = "dspark", heads: bool | None = None) -> DraftConfig:
+    """Draft layers copy the target's hidden size, heads, head_dim, FFN width, norm eps and RoPE. `heads`: the Markov
+    and confidence heads (default: in "dspark" mode only; with "dflash" mode, the DFlash-aligned DSpark variant)."""
     c = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
     heads = int(c.num_attention_heads)
     n = int(c.num_hidden_layers)
     rope = getattr(c, "rope_parameters", None) or {"rope_theta": getattr(c, "rope_theta", 10000.0)}
     rope = {k: v for k, v in dict(rope).items() if k in RopeConfig.__dataclass_fields__ or k == "type"}
-    dflash = mode == "dflash"
+    bare = not (mode == "dspark" if heads is None else heads)  # no Markov / confidence head (DFlash)
     return DraftConfig(
         hidden_size=int(c.hidden_size), num_hidden_layers=num_layers, num_attention_heads=heads,
         num_key_value_heads=int(getattr(c, "num_key_value_heads", None) or heads),
@@ -31,8 +32,8 @@ def draft_config_from_target(hf_config, *, num_layers: int = 2, block_size: int 
         intermediate_size=int(c.intermediate_size), vocab_size=int(c.vocab_size), block_size=block_size,
         target_layer_ids=layer_ids or spread_layer_ids(n, target_layers),
         mask_token_id=int(mask_token_id if mask_token_id is not None else int(c.vocab_size) - 1),
-        num_target_layers=n, markov_rank=0 if dflash else markov_rank, markov_head_type=markov_head_type,
-        enable_confidence_head=not dflash, confidence_head_with_markov=not dflash,
+        num_target_layers=n, markov_rank=0 if bare else markov_rank, markov_head_type=markov_head_type,
+        enable_confidence_head=not bare, confidence_head_with_markov=not bare,
         rms_norm_eps=float(getattr(c, "rms_norm_eps", 1e-6)),
         max_position_embeddings=int(getattr(c, "max_position_embeddings", 4096)),
         rope=RopeConfig.from_dict(rope), mode=mode,
