@@ -4,7 +4,8 @@ Per draft layer, context keys/values [B_max, 2·H_kv, L_max, D] projected from f
 block is drafted (`propose`) by writing the block's own keys/values just past the row's context (positions
 start … start+block_size−1) and attending to everything before start + block_size: context causally complete,
 block bidirectional, as `DSparkDraft.forward`. The next `extend` overwrites those block entries with real context.
-Then the Markov decode picks the drafts (`decode_blocks`, shared with the batch-1 engine). No verification here.
+Then the Markov decode picks the drafts (`decode_blocks`, shared with the batch-1 engine). On CUDA the block and the
+context extension run the same Triton kernels as the static target. No verification here.
 """
 from __future__ import annotations
 

@@ -2,7 +2,9 @@
 
 A functional forward over the HF model's own submodules (embedding, decoder layers' norms / projections / MLP, final
 norm, LM head, and the model's own rotary embedding so RoPE scaling matches; Q/K/V and gate/up run as one GEMM each,
-see fused_layers.py), reporting logits and the features a DSpark draft reads, as `Target.forward` does. Keys/values of
+see fused_layers.py), reporting logits and the features a DSpark draft reads, as `Target.forward` does. On CUDA, steps
+of a few tokens per row (verify, decoding) run the elementwise chains and the attention as Triton kernels
+(layer_kernels.py, cache_attention.py); the CPU and long prefills run the torch ops (SDPA). Keys/values of
 the new tokens are written into cache rows at their absolute positions with no host sync; entries past a row's
 position are masked, so a rejected draft's stale entries need no cropping: the next round overwrites them. Supports
 Llama, Qwen3, Qwen2 and Mistral targets, with full or sliding-window attention per layer (the window is a mask over
