@@ -45,6 +45,8 @@ FIRING = [
     Case("CK-ANCHOR-LAYOUT", "error", lambda: sglang(), draft(dspark_mode="dflash")),
     Case("CK-ANCHOR-LAYOUT", "error", lambda: vllm(spec={"method": "dspark"}), draft(sample_from_anchor=False)),
     Case("CK-ANCHOR-LAYOUT", "error", lambda: vllm(spec={"method": "dflash", "num_speculative_tokens": 6}), draft()),
+    Case("CK-HEADS-DROPPED", "error", lambda: vllm(spec={"method": "dflash", "num_speculative_tokens": 6}),
+         draft(sample_from_anchor=False)),  # write_draft's default carries markov_rank 256 and a confidence head
     Case("CK-LAYER-ID-BASE", "error", lambda: sglang(), draft(**SPECULATORS)),
     Case("CK-LAYER-ID-BASE", "error", lambda: vllm(), draft(aux_hidden_state_layer_ids=[7, 23, 51, 67, 83])),
     Case("CK-LAYOUT-ENGINE", "error", lambda: sglang(), draft(**SPECFORGE)),
@@ -69,6 +71,10 @@ QUIET = [
          draft(dspark_mode="dflash")),
     Case("CK-ANCHOR-LAYOUT", "", lambda: vllm(spec={"method": "dflash", "num_speculative_tokens": 6}),
          draft(sample_from_anchor=False)),
+    Case("CK-HEADS-DROPPED", "", lambda: vllm(spec={"method": "dflash", "num_speculative_tokens": 6}),
+         draft(sample_from_anchor=False, markov_rank=0, enable_confidence_head=False,
+               confidence_head_with_markov=False)),
+    Case("CK-HEADS-DROPPED", "", lambda: sglang(), draft()),  # an anchored DSpark draft under DSPARK
     Case("CK-LAYER-ID-BASE", "", lambda: vllm(), draft(**SPECULATORS)),
     Case("CK-LAYER-ID-BASE", "", lambda: vllm(), draft(aux_hidden_state_layer_ids=[8, 24, 52, 68, 84])),
     Case("CK-LAYOUT-ENGINE", "", lambda: vllm(), draft(**SPECFORGE)),

@@ -86,7 +86,8 @@ def test_sps_table_switches_sglang_to_compact_ragged_verify() -> None:
 
 
 def test_dflash_aligned_draft_gets_the_dflash_method(tmp_path) -> None:
-    draft = write_draft(tmp_path / "dflash", dspark_mode="dflash", block_size=16)
+    draft = write_draft(tmp_path / "dflash", dspark_mode="dflash", block_size=16, markov_rank=0,
+                        enable_confidence_head=False, confidence_head_with_markov=False)  # a plain DFlash draft
     sg = parse_commands(plan("sglang", draft=str(draft)).script)[0]
     assert (sg.get("speculative-algorithm"), sg.get("speculative-dflash-block-size")) == ("DFLASH", "16")
     assert sg.get("speculative-draft-attention-backend") == "flashinfer" and not sg.has("dcp-size")

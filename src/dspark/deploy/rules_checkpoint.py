@@ -21,6 +21,14 @@ ANCHOR = Rule(
     "A DSpark draft's slot k predicts x[p+k+1] ('sample from anchor'); a DFlash draft's slot 0 predicts nothing "
     "and slot k predicts x[p+k]. Engines follow the method, not the checkpoint (vllm#56792, sglang#40144: "
     "checkpoints in the other layout serve silently with under 1% acceptance).")
+HEADS = Rule(
+    "CK-HEADS-DROPPED", ERROR, "the draft's Markov / confidence heads are not served",
+    "A DSpark draft on the DFlash block layout (speculators' sample_from_anchor false) carries a Markov head that "
+    "restores the dependency between its drafts, and a confidence head. A DFlash method builds the plain DFlash "
+    "network and does not use them, so every slot after the first loses the bias it was trained with (the Markov "
+    "bias more than doubles slots 1-6's accuracy on SmolLM2: benchmarks/results/smollm2/), while a DSpark method "
+    "expects the anchor layout (CK-ANCHOR-LAYOUT). speculators trains such drafts (models/dspark/core.py, "
+    "sample_from_anchor false).")
 LAYER_BASE = Rule(
     "CK-LAYER-ID-BASE", ERROR, "layer-id base of the draft is wrong or ambiguous for this engine",
     "Hugging Face ids name a layer's output (hidden_states[i+1]); vLLM/speculators aux ids name its input (= our "
@@ -54,7 +62,7 @@ HIDDEN = Rule(
     "(DeepSpec deepspec/modeling/dspark/common.py; speculators models/dspark/config.py target_hidden_size); a "
     "target of another hidden size cannot be loaded against it.")
 
-RULES = (ALGORITHM, ANCHOR, LAYER_BASE, LAYOUT, LAYER_RANGE, MASK, CONTEXT, HIDDEN)
+RULES = (ALGORITHM, ANCHOR, HEADS, LAYER_BASE, LAYOUT, LAYER_RANGE, MASK, CONTEXT, HIDDEN)
 
 _METHOD_NAME = {"sglang": ("--speculative-algorithm", {DSPARK: "DSPARK", DFLASH: "DFLASH"}),
                 "vllm": ('"method"', {DSPARK: '"dspark"', DFLASH: '"dflash"'}),
@@ -85,6 +93,14 @@ def _method(ctx: DoctorContext) -> list[Finding]:
             "acceptance collapses to about 1.0",
             f"{_method_fix(ctx.engine, anchor)}, or re-export the draft in the {method} layout",
             f"engine method {method}, draft anchor layout {anchor} ({draft.source})")]
+    if anchor == DFLASH and (draft.markov_rank or draft.enable_confidence_head):
+        return [HEADS.fire(
+            "this DFlash-aligned draft has DSpark heads, which a dflash method does not use: its later drafts lose "
+            "their Markov bias and acceptance falls",
+            "serve it with `dspark serve` (it runs the heads on either layout), or train an anchored DSpark draft "
+            "(`--mode dspark`) and serve it with the dspark method",
+            f"engine method {method}, markov_rank {draft.markov_rank}, confidence head {draft.enable_confidence_head}"
+            f" ({draft.source})")]
     return []
 
 
