@@ -101,6 +101,18 @@ def test_dflash_mode_labels_slot_k_with_the_token_at_p_plus_k_and_trains():
     assert all(m.confidence == 0.0 for m in result.history)
 
 
+def test_draft_recipe_gives_the_heads_by_mode_unless_told():
+    from dspark.train.recipe import draft_config_from_target
+
+    model = tiny_target("qwen3", seed=0, num_layers=4)
+    made = {(mode, heads): draft_config_from_target(model.config, mode=mode, heads=heads, markov_rank=8)
+            for mode in ("dspark", "dflash") for heads in (None, True, False)}
+    assert [made[k].has_heads for k in made] == [True, True, False, False, True, False]
+    assert made["dflash", True].markov_rank == 8 and made["dflash", True].enable_confidence_head
+    assert made["dflash", None].markov_rank == 0 and not made["dflash", None].enable_confidence_head
+    assert made["dspark", None].num_attention_heads == model.config.num_attention_heads
+
+
 def test_dspark_heads_on_the_dflash_layout_train_with_the_dspark_loss():
     model, cfg, examples = _setup(mode="dflash")
     cfg = cfg.replace(markov_rank=8, enable_confidence_head=True, confidence_head_with_markov=True)  # unanchored

@@ -20,15 +20,15 @@ def draft_config_from_target(hf_config, *, num_layers: int = 2, block_size: int 
     """Draft layers copy the target's hidden size, heads, head_dim, FFN width, norm eps and RoPE. `heads`: the Markov
     and confidence heads (default: in "dspark" mode only; with "dflash" mode, the DFlash-aligned DSpark variant)."""
     c = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
-    heads = int(c.num_attention_heads)
+    attention_heads = int(c.num_attention_heads)
     n = int(c.num_hidden_layers)
     rope = getattr(c, "rope_parameters", None) or {"rope_theta": getattr(c, "rope_theta", 10000.0)}
     rope = {k: v for k, v in dict(rope).items() if k in RopeConfig.__dataclass_fields__ or k == "type"}
     bare = not (mode == "dspark" if heads is None else heads)  # no Markov / confidence head (DFlash)
     return DraftConfig(
-        hidden_size=int(c.hidden_size), num_hidden_layers=num_layers, num_attention_heads=heads,
-        num_key_value_heads=int(getattr(c, "num_key_value_heads", None) or heads),
-        head_dim=int(getattr(c, "head_dim", None) or int(c.hidden_size) // heads),
+        hidden_size=int(c.hidden_size), num_hidden_layers=num_layers, num_attention_heads=attention_heads,
+        num_key_value_heads=int(getattr(c, "num_key_value_heads", None) or attention_heads),
+        head_dim=int(getattr(c, "head_dim", None) or int(c.hidden_size) // attention_heads),
         intermediate_size=int(c.intermediate_size), vocab_size=int(c.vocab_size), block_size=block_size,
         target_layer_ids=layer_ids or spread_layer_ids(n, target_layers),
         mask_token_id=int(mask_token_id if mask_token_id is not None else int(c.vocab_size) - 1),
