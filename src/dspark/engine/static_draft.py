@@ -16,8 +16,8 @@ from dspark.config import GenerationConfig
 from dspark.engine import cache_attention, layer_kernels
 from dspark.engine.draft_step import Proposal, decode_blocks
 from dspark.engine.fused_layers import fuse_projections, projected_heads
-from dspark.engine.static_target import (added_norm, aligned, attention_bias, grouped_attention, norm_eps,
-                                         read_rows, rms_norm, rope_tables, write_rows)
+from dspark.engine.static_target import (added_norm, aligned, attention_bias, gated, grouped_attention,
+                                         kernels_serve, norm_eps, read_rows, rms_norm, rope_tables, write_rows)
 from dspark.model.draft import DSparkDraft
 from dspark.model.rope import rotate, signed_sin
 
@@ -53,11 +53,6 @@ class StaticDraft:
         if fast:
             return cos, signed_sin(sin)
         return rope_tables(cos, signed_sin(sin), rotated, self.kv_heads)
-
-    def _fast(self, x: torch.Tensor, t: int) -> bool:
-        """Whether a step of t positions runs the Triton kernels (CUDA) or the torch ops (CPU, long extensions)."""
-        return (cache_attention.usable(x, self.head_dim, self.heads // self.kv_heads * t)
-                and layer_kernels.usable(x, self.head_dim))
 
     def _rotated_into_cache(self, index: int, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
                             positions: torch.Tensor, rows: torch.Tensor | None, with_q: bool,
@@ -97,7 +92,7 @@ class StaticDraft:
         block_ids[:, 0] = anchor
         positions = start[:, None] + torch.arange(size, device=anchor.device)  # [B, γ_b]
         x = draft.embed_tokens(block_ids).to(draft.fc.weight.dtype)  # [B, γ_b, d]
-        fast = self._fast(x, size)
+        fast = kernels_serve(x, self.heads, self.kv_heads, self.head_dim, size)
         rope = self._rope(positions, x.dtype, self.heads + self.kv_heads, fast)
         if fast:  # the attention kernel masks by position: every slot sees keys up to the block's last position
             last = (start + size - 1)[:, None].expand(b, size).contiguous()  # [B, γ_b]
@@ -118,12 +113,7 @@ class StaticDraft:
                 out = grouped_attention(q.transpose(1, 2), keys, values, bias).transpose(1, 2)  # [B, γ_b, H, D]
             x, h = added_norm(x, attn.o_proj(out.reshape(b, size, self.heads * self.head_dim)),
                               layer.post_attention_layernorm, fast)
-            gate_up = F.linear(h, fused.gate_up_weight)  # [B, γ_b, 2·I]
-            if fast:
-                act = layer_kernels.silu_mul(gate_up)
-            else:
-                gate, up = gate_up.chunk(2, dim=-1)
-                act = F.silu(gate) * up
+            act = gated(F.linear(h, fused.gate_up_weight), F.silu, fast)  # [B, γ_b, I]
             following = layers[index + 1].input_layernorm if index + 1 < len(layers) else draft.norm
             x, h = added_norm(x, layer.mlp.down_proj(act), following, fast)
         return h

@@ -12,6 +12,8 @@ the full cache: nothing is evicted). It does not sample, decide acceptance or tr
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -166,12 +168,6 @@ class StaticTarget:
         for cache in self.kv:
             cache[destination].copy_(cache[source])
 
-    def _fast(self, x: torch.Tensor, t: int) -> bool:
-        """Whether this step runs the Triton kernels (CUDA, few queries per row: verify and decoding steps) or the
-        torch ops (CPU, and prefill, whose G·T queries per row exceed the attention kernel's tile)."""
-        return (cache_attention.usable(x, self.head_dim, self.heads // self.kv_heads * t)
-                and layer_kernels.usable(x, self.head_dim))
-
     def _attention(self, index: int, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
                    positions: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor | None,
                    window: int) -> torch.Tensor:
@@ -202,10 +198,7 @@ class StaticTarget:
         """The layer's gated MLP with gate and up in one GEMM (and SiLU · up in one kernel when fast)."""
         mlp, fused = self.backbone.layers[index].mlp, self.fused[index]
         gate_up = F.linear(h, fused.gate_up_weight, fused.gate_up_bias)  # [B, T, 2·I]
-        if fast and self.silu:
-            return mlp.down_proj(layer_kernels.silu_mul(gate_up))
-        gate, up = gate_up.chunk(2, dim=-1)  # [B, T, I] each
-        return mlp.down_proj(mlp.act_fn(gate) * up)
+        return mlp.down_proj(gated(gate_up, mlp.act_fn, fast and self.silu))
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None = None,
@@ -216,7 +209,7 @@ class StaticTarget:
         b, t = ids.shape
         positions = start[:, None] + torch.arange(t, device=ids.device)  # [B, T]
         x = self.backbone.embed_tokens(ids)  # [B, T, d]
-        fast = self._fast(x, t)
+        fast = kernels_serve(x, self.heads, self.kv_heads, self.head_dim, t)
         cos, sin = self.backbone.rotary_emb(x, positions)  # [B, T, D]
         rope = (cos, signed_sin(sin))
         width = min(window or self.max_length, self.max_length)
@@ -239,6 +232,20 @@ class StaticTarget:
         if logits_at is not None:
             h = h.gather(1, logits_at[:, None, None].expand(b, 1, h.shape[-1]))  # [B, 1, d]
         return self.model.lm_head(h).float(), torch.cat(features, dim=-1)  # [B, T, V], [B, T, m·d]
+
+
+def kernels_serve(x: torch.Tensor, heads: int, kv_heads: int, head_dim: int, t: int) -> bool:
+    """Whether a step of t new positions per row runs the Triton kernels (CUDA, few queries per row: verify, decoding
+    and draft steps) or the torch ops (CPU, and prefills whose G·T queries per row exceed the attention tile)."""
+    return cache_attention.usable(x, head_dim, heads // kv_heads * t) and layer_kernels.usable(x, head_dim)
+
+
+def gated(gate_up: torch.Tensor, act: Callable[[torch.Tensor], torch.Tensor], fast: bool) -> torch.Tensor:
+    """A fused [gate | up] projection [..., 2·I] -> act(gate) · up [..., I]; one kernel when fast (act is SiLU)."""
+    if fast:
+        return layer_kernels.silu_mul(gate_up)
+    gate, up = gate_up.chunk(2, dim=-1)  # [..., I] each
+    return act(gate) * up
 
 
 def added_norm(x: torch.Tensor, delta: torch.Tensor, norm: torch.nn.Module, fast: bool) -> tuple[torch.Tensor,
