@@ -157,13 +157,14 @@ def _new_draft(model, mode: str, init: Path | None = None) -> DSparkDraft:
 def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0, lr: float = 6e-4,
                 modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager", attention: str = "auto",
                 save_every: int = 0, resume: bool = False, dspark_weights: dict | None = None,
-                init: Path | None = None) -> dict:
+                init: Path | None = None, cache_gib: float = 0) -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
     dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)
     `save_every` + `resume`: a run cut by the call's time limit continues from its last checkpoint in the next call.
     `dspark_weights`: CE / L1 weights of the DSpark loss when not the paper's 0.1 / 0.9. `init`: fine-tune the
-    draft folder there instead of a fresh draft (one mode per call then)."""
+    draft folder there instead of a fresh draft (one mode per call then). `cache_gib`: GPU memory for the target's
+    hidden states after their first pass (later epochs then skip the target; the cache lives for this call)."""
     model, _ = load_target(work, torch.bfloat16)
     examples = read_examples(work / "regen.jsonl", max_length=1024)
     base = dict(lr=lr, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10,
@@ -171,7 +172,8 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     plan_file = work / "train-plan.json"
     results = {}
     reference = _new_draft(model, "dspark")  # the shape the MFU estimate counts
-    source = OnlineHiddenStates(Target(model, reference.config.target_layer_ids), examples)
+    source = OnlineHiddenStates(Target(model, reference.config.target_layer_ids), examples,
+                                cache_bytes=int(cache_gib * 2**30))
     if not steps and plan_file.is_file():
         steps = json.loads(plan_file.read_text())["steps"]
     if not steps:
@@ -378,6 +380,8 @@ def main() -> None:
                         help="torch.compile backend for the training loss (eager: none)")
     parser.add_argument("--assistant-seconds", type=float, default=60)
     parser.add_argument("--anchors", type=int, default=256)
+    parser.add_argument("--hidden-cache-gib", type=float, default=50 if DEVICE == "cuda" else 0,
+                        help="train: GPU memory that keeps the target's hidden states after their first pass")
     parser.add_argument("--eval-max-new", type=int, default=256)
     parser.add_argument("--eval-per-suite", type=int, default=40)
     args = parser.parse_args()
@@ -401,7 +405,8 @@ def main() -> None:
             summary["train"] = stage_train(args.work, args.out, args.batch, args.anchors, args.steps, args.lr,
                                            tuple(args.modes.split(",")), args.loss_backend, args.attention,
                                            args.save_every, args.resume,
-                                           {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight}, args.init)
+                                           {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight}, args.init,
+                                           args.hidden_cache_gib)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "eval":

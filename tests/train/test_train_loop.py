@@ -136,6 +136,26 @@ def test_padded_batches_give_the_same_loss_as_accumulating_single_sequences():
     assert batched.history[-1].tau > 1.0
 
 
+@pytest.mark.parametrize("cache_examples", [2, 100])  # some examples cached (a full budget), or all of them
+def test_memoised_hidden_states_give_the_same_losses_as_running_the_target_every_epoch(cache_examples):
+    model, cfg, examples = _setup()
+    examples = [Example(e.id, e.input_ids[: 30 + 2 * i], e.loss_mask[: 30 + 2 * i]) for i, e in enumerate(examples)]
+    target = Target(model, cfg.target_layer_ids)
+    config = TrainConfig(steps=6, lr=3e-3, num_anchors=8, batch_size=2)  # 12 sequences: 2.4 epochs of 5
+    per_example = 38 * (len(cfg.target_layer_ids) + 1) * cfg.hidden_size * 4  # bytes of the longest example
+    cached = OnlineHiddenStates(target, examples, cache_bytes=cache_examples * per_example)
+    plain = train(_draft(model, cfg), OnlineHiddenStates(target, examples), config, progress=False)
+    memo = train(_draft(model, cfg), cached, config, progress=False)
+    assert len(cached._cache) == min(cache_examples, 5) and cached.cached_bytes <= cached.cache_bytes
+    assert [m.loss for m in memo.history] == pytest.approx([m.loss for m in plain.history], abs=1e-5)
+    assert [m.tau for m in memo.history] == pytest.approx([m.tau for m in plain.history], abs=1e-5)
+    again = cached.get_padded([4, 0])  # a cached example beside another: padded to the longer one
+    fresh = OnlineHiddenStates(target, examples).get_padded([4, 0])
+    assert again.features.shape == fresh.features.shape == (2, 38, len(cfg.target_layer_ids) * cfg.hidden_size)
+    torch.testing.assert_close(again.features[1, :30], fresh.features[1, :30], atol=1e-5, rtol=0)
+    torch.testing.assert_close(again.last_hidden[0], fresh.last_hidden[0], atol=1e-5, rtol=0)
+
+
 def test_compiled_loss_backend_gives_the_same_losses_as_eager():
     model, cfg, examples = _setup()
     source = OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples)

@@ -58,6 +58,10 @@ def register(parser: argparse.ArgumentParser) -> None:
                      help="block attention: FlexAttention block mask on CUDA (auto), or SDPA with a dense mask")
     fit.add_argument("--loss-backend", default="eager",
                      help="torch.compile backend for the vocabulary-wide loss ('inductor' on GPU; default eager)")
+    fit.add_argument("--hidden-cache-gib", type=float, default=0,
+                     help="online: keep the target's hidden states in this much memory after their first pass, so "
+                          "later epochs skip the target (on a GPU a small target's launches, not its FLOPs, bound a "
+                          "step)")
 
     cal = sub.add_parser("calibrate", help="fit STS temperatures for the confidence head on held-out prompts")
     cal.add_argument("--target", required=True)
@@ -141,7 +145,8 @@ def _fit(args) -> int:
         draft = DSparkDraft(config).to(device)
     draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
     layer_ids = draft.config.target_layer_ids
-    source = (OnlineHiddenStates(Target(model, layer_ids), read_examples(args.data, args.max_length)) if args.data
+    source = (OnlineHiddenStates(Target(model, layer_ids), read_examples(args.data, args.max_length),
+                                 cache_bytes=int(args.hidden_cache_gib * 2**30)) if args.data
               else OfflineHiddenStates(args.hidden, layer_ids, device))
     make = TrainConfig.dflash if args.mode == "dflash" else TrainConfig
     config = make(steps=args.steps, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,

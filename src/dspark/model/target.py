@@ -114,8 +114,9 @@ class Target:
         return 0 if self.cache is None else int(self.cache.get_seq_length())
 
     @torch.inference_mode()
-    def forward(self, input_ids: torch.Tensor, use_cache: bool = True) -> TargetOutput:
-        """Run the next tokens [B, T] after whatever the cache holds; returns logits and features for them."""
+    def forward(self, input_ids: torch.Tensor, use_cache: bool = True, logits_to_keep: int = 0) -> TargetOutput:
+        """Run the next tokens [B, T] after whatever the cache holds; returns logits and features for them.
+        `logits_to_keep` k > 0: logits for the last k positions only (training reads features, not logits)."""
         from transformers import DynamicCache
 
         if use_cache and self.cache is None:
@@ -124,8 +125,9 @@ class Target:
                 self.cache.activate_past_recording()
         elif use_cache:
             self.cache.crop(0)  # …until the round is settled: trim them back to their window (full layers: no-op)
+        keep = {"logits_to_keep": logits_to_keep} if logits_to_keep else {}  # HF's default: all positions
         out = self.model(input_ids=input_ids, past_key_values=self.cache if use_cache else None,
-                         use_cache=use_cache, output_hidden_states=True)
+                         use_cache=use_cache, output_hidden_states=True, **keep)
         hidden = out.hidden_states  # (embeddings, layer 0, …, final post-norm)
         features = torch.cat([hidden[i + 1] for i in self.layer_ids], dim=-1)  # [B, T, m·d]
         return TargetOutput(logits=out.logits.float(), features=features, last_hidden=hidden[-1])

@@ -58,10 +58,14 @@ def pad_batch(items: Sequence[HiddenStates]) -> HiddenStates:
 
 
 class OnlineHiddenStates:
-    """Runs the target on demand."""
+    """Runs the target on demand. `cache_bytes` > 0 memoises each example's features and final hidden on the
+    target's device after its first pass (until that many bytes are held), so later epochs skip the target: on a GPU
+    the target's many small kernels, not its FLOPs, are what a step of a small draft waits for."""
 
-    def __init__(self, target: Target, examples: Sequence[Example]):
+    def __init__(self, target: Target, examples: Sequence[Example], cache_bytes: int = 0):
         self.target, self.examples = target, examples
+        self.cache_bytes, self.cached_bytes = int(cache_bytes), 0
+        self._cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}  # index -> ([L, m·d], [L, d])
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -70,18 +74,39 @@ class OnlineHiddenStates:
         return self.get_padded([index])
 
     def get_padded(self, indices: Sequence[int]) -> HiddenStates:
-        """One right-padded target pass over several examples."""
+        """Several examples, right-padded to the longest; ids and mask stay on the CPU, the hidden states are on
+        the target's device (one target pass over the examples not cached)."""
         rows = [self.examples[i] for i in indices]
         width = max(len(ex.input_ids) for ex in rows)
-        device = self.target.device
         ids = torch.zeros(len(rows), width, dtype=torch.long)
         mask = torch.zeros(len(rows), width, dtype=torch.long)
         for r, ex in enumerate(rows):
             ids[r, : len(ex.input_ids)] = torch.tensor(ex.input_ids)
             mask[r, : len(ex.loss_mask)] = torch.tensor(ex.loss_mask)
-        ids, mask = ids.to(device), mask.to(device)
-        out = self.target.forward(ids, use_cache=False)  # inference tensors: clone them for autograd
-        return HiddenStates(ids, mask, out.features.clone(), out.last_hidden.clone())
+        if not self.cache_bytes:
+            features, last = self._run(ids)
+            return HiddenStates(ids, mask, features, last)
+        pieces: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        missing = [r for r, i in enumerate(indices) if i not in self._cache]
+        if missing:
+            features, last = self._run(ids[missing][:, : max(len(rows[r].input_ids) for r in missing)])
+            for j, r in enumerate(missing):
+                pieces[r] = (features[j, : len(rows[r].input_ids)], last[j, : len(rows[r].input_ids)])
+                self._remember(indices[r], pieces[r])
+        ordered = [pieces[r] if r in pieces else self._cache[i] for r, i in enumerate(indices)]
+        features = torch.nn.utils.rnn.pad_sequence([f for f, _ in ordered], batch_first=True)  # [B, W, m·d]
+        last = torch.nn.utils.rnn.pad_sequence([h for _, h in ordered], batch_first=True)  # [B, W, d]
+        return HiddenStates(ids, mask, features, last)
+
+    def _run(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        out = self.target.forward(ids.to(self.target.device), use_cache=False, logits_to_keep=1)
+        return out.features.clone(), out.last_hidden.clone()  # inference tensors: clone them for autograd
+
+    def _remember(self, index: int, piece: tuple[torch.Tensor, torch.Tensor]) -> None:
+        size = sum(t.numel() * t.element_size() for t in piece)
+        if self.cached_bytes + size <= self.cache_bytes:
+            self._cache[index] = (piece[0].clone(), piece[1].clone())  # not views: the batch tensors can go
+            self.cached_bytes += size
 
 
 def capture_offline(target: Target, examples: Sequence[Example], out_dir: str | Path, shard_size: int = 256,

@@ -78,8 +78,9 @@ def analytic_tau(accept_rate: torch.Tensor, eval_mask: torch.Tensor) -> torch.Te
     """Mean over blocks with a supervised slot of 1 + Σ_k Π_{i≤k} α_i·e_i (accept_rate, eval_mask [..., γ])."""
     e = eval_mask.float()
     per_block = 1 + (accept_rate * e).cumprod(-1).sum(-1)  # [...]
-    counted = e[..., 0] > 0
-    return per_block[counted].mean() if counted.any() else per_block.new_tensor(1.0)
+    counted = e[..., 0]  # 1 where the block has a supervised slot
+    total = counted.sum()  # no host sync: a block-less batch gives τ = 1
+    return torch.where(total > 0, (per_block * counted).sum() / total.clamp(min=1), per_block.new_tensor(1.0))
 
 
 def dspark_loss(draft_logits: torch.Tensor, teacher_logits: torch.Tensor, target_ids: torch.Tensor,

