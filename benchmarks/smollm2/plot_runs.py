@@ -33,9 +33,7 @@ def main() -> None:
         rows = [json.loads(line) for line in (FOLDER / name).read_text().splitlines() if line.strip()]
         curve.plot([start + r["step"] * per_step for r in rows], _smooth([r["tau"] for r in rows]), label=label)
     curve.set_xlabel("training sequences seen")
-    curve.set_ylabel("analytic τ on the training blocks (smoothed)")
-    curve.grid(alpha=0.3)
-    curve.legend(fontsize=7)
+    curve.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:.0f}k")
     suites, width = None, 0.2
     for k, (label, (name, mode)) in enumerate(HELD_OUT.items()):
         rows = json.loads((FOLDER / name).read_text())["eval"]
@@ -43,12 +41,13 @@ def main() -> None:
         suites = suites or list(taus)
         bars.bar([i + (k - 1.5) * width for i in range(len(suites))], [taus[s] for s in suites], width, label=label)
     bars.set_xticks(range(len(suites)), suites)
-    bars.set_ylabel("held-out τ (40 prompts, T=0, block 7)")
-    bars.grid(alpha=0.3, axis="y")
-    bars.legend(fontsize=7)
+    for ax, ylabel in ((curve, "analytic τ on the training blocks (smoothed)"),
+                       (bars, "held-out τ (40 prompts, T=0, block 7)")):
+        ax.set(ylabel=ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
     fig.suptitle("SmolLM2-135M-Instruct DSpark draft: training runs on the H200")
-    fig.tight_layout()
-    fig.savefig(FOLDER / "runs.png", dpi=110)
+    fig.savefig(FOLDER / "runs.png", dpi=110, bbox_inches="tight")
 
 
 if __name__ == "__main__":
