@@ -22,7 +22,7 @@ class TargetMismatchError(ValueError):
 
 @dataclass(frozen=True)
 class TargetOutput:
-    logits: torch.Tensor  # [B, T, V] (fp32)
+    logits: torch.Tensor  # [B, T, V] (fp32; [B, k, V] with logits_to_keep=k)
     features: torch.Tensor  # [B, T, m·d] the chosen layers, concatenated in id order
     last_hidden: torch.Tensor  # [B, T, d] final post-norm hidden (the lm_head input)
 
