@@ -26,7 +26,7 @@ TRAIN=(--work /root/smol --out /root/o --stage train --modes dspark --init $INIT
 train_until() {  # train_until <seconds since the call began> [--resume]
     local left=$(( $1 - SECONDS )); shift
     mkdir -p /root/o
-    timeout "$left" $PY $T "${TRAIN[@]}" "$@" >> /root/train.log 2>&1 || echo "train stopped (rc $?) at ${SECONDS}s"
+    timeout -k 60 "$left" $PY $T "${TRAIN[@]}" "$@" >> /root/train.log 2>&1 || echo "train stopped (rc $?) at ${SECONDS}s"
     tail -n 3 /root/train.log
     tail -n 1 /root/smol/dspark/metrics.jsonl 2>/dev/null || true
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run 6 on one `nvidia-h200` lease: DSpark against its DFlash-mode twin with the same budget (issue #3's 1.15× goal).
-# Both drafts train from scratch at once on one GPU (two processes: each leaves the GPU idle half of its step) with
-# the same data, batch, lr and step count, on run 5's 23,240 regenerated sequences plus 30k new prompts of the 65k set.
+# Both drafts train from scratch at once on one GPU (two processes) with the same data, batch, lr and step count, on
+# run 5's 23,240 regenerated sequences plus 30k new prompts of the 65k set. Measured: two trainers on one GPU get
+# no more tokens/s together than one alone (36.5k + 40.1k vs 81k solo), so train one after the other next time.
 #
 #   bash benchmarks/smollm2/lease_twin.sh t1   # carry stage_a: wheel part 0
 #   bash benchmarks/smollm2/lease_twin.sh t2   # carry stage_b2: wheel part 1
@@ -42,7 +43,7 @@ train_both_until() {  # train_both_until <seconds since the call began>: the unf
     for m in "${MODES[@]}"; do
         [ -f /root/o-$m/summary.json ] && continue  # written only when the run has finished
         mkdir -p /root/o-$m
-        timeout "$left" $PY $T --work /root/smol --out /root/o-$m --stage train --modes $m --resume \
+        timeout -k 60 "$left" $PY $T --work /root/smol --out /root/o-$m --stage train --modes $m --resume \
             --steps "$(cat /root/steps)" --batch "${BATCH:-32}" --lr "${LR:-2e-3}" --ce-weight 0.5 --l1-weight 0.5 \
             --attention "${ATTN:-flex}" --save-every "${SAVE:-100}" --hidden-cache-gib "${CACHE:-14}" ${EXTRA:-} \
             >> /root/train-$m.log 2>&1 &

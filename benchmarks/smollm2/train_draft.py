@@ -190,6 +190,8 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
         if not resume:
             shutil.rmtree(run_dir, ignore_errors=True)
         result = train(draft, source, config, run_dir, resume=resume, progress=False)
+        if result.stopped:  # no draft, ship or summary from an unfinished run
+            raise SystemExit(f"train {mode}: SIGTERM after step {result.history[-1].step}; --resume continues")
         # every 10th step of the whole run, also the part before a resume (this call's history may be empty)
         metrics_file = run_dir / "metrics.jsonl"  # absent when the run is shorter than the logging interval
         logged = [json.loads(line) for line in metrics_file.read_text().splitlines()] if metrics_file.is_file() \

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 from dataclasses import replace
 
 import pytest
@@ -13,7 +15,7 @@ from dspark.config import ConfigError, TrainConfig
 from dspark.model.draft import DSparkDraft
 from dspark.testbed.random_pair import draft_config_for, tiny_target
 from dspark.train.blocks import build_blocks
-from dspark.train.data import Example
+from dspark.train.data import Example, write_examples
 from dspark.train.hidden import OfflineHiddenStates, OnlineHiddenStates, VllmHiddenStates, capture_offline
 from dspark.train.trainer import METRICS, train
 
@@ -53,6 +55,62 @@ def test_resume_after_a_kill_reaches_the_same_losses_and_weights(tmp_path):
     logged = [json.loads(line)["step"] for line in (tmp_path / "b" / METRICS).read_text().splitlines()]
     assert logged == [1, 2, 3, 4, 5, 6]
     assert whole.history[-1].loss < whole.history[0].loss
+
+
+class _SigtermWhileReading:
+    """A hidden-state source that sends this process SIGTERM during its `at`-th read (a preemption mid-step)."""
+
+    def __init__(self, source, at: int):
+        self.source, self.at, self.reads = source, at, 0
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def get(self, index: int):
+        self.reads += 1
+        if self.reads == self.at:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return self.source.get(index)
+
+
+def test_sigterm_mid_step_checkpoints_that_step_and_resume_reaches_the_same_losses(tmp_path):
+    model, cfg, examples = _setup()
+    source = OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples)
+    whole = train(_draft(model, cfg), source, CONFIG, tmp_path / "a", progress=False)
+    assert not whole.stopped
+    before = signal.getsignal(signal.SIGTERM)
+    # 2 reads per step (batch 1, accumulation 2): read 5 is in step 3, which is not a save_every (2) step
+    first = train(_draft(model, cfg), _SigtermWhileReading(source, 5), CONFIG, tmp_path / "b", progress=False)
+    assert first.stopped and [m.step for m in first.history] == [1, 2, 3]
+    assert first.checkpoint is not None and first.checkpoint.name.endswith("3")
+    assert signal.getsignal(signal.SIGTERM) == before  # the trainer's handler is gone after the run
+    rest = train(_draft(model, cfg), source, CONFIG, tmp_path / "b", resume=True, progress=False)
+    assert not rest.stopped and [m.step for m in rest.history] == [4, 5, 6]
+    assert [m.loss for m in first.history + rest.history] == pytest.approx([m.loss for m in whole.history],
+                                                                          abs=1e-6)
+
+
+def test_train_fit_exits_143_without_a_final_draft_on_sigterm_and_resume_finishes(tmp_path, monkeypatch, capsys):
+    import dspark.train.trainer as trainer
+    from dspark.cli import main
+
+    model, cfg, examples = _setup()
+    model.save_pretrained(tmp_path / "target")
+    write_examples(examples, tmp_path / "data.jsonl")
+    real_train = trainer.train
+    args = ["train", "fit", "--target", str(tmp_path / "target"), "--data", str(tmp_path / "data.jsonl"),
+            "--steps", "4", "--num-anchors", "8", "--block-size", "4", "--markov-rank", "8", "--layers", "0,1",
+            "--mask-token-id", "96", "--save-every", "10", "--out", str(tmp_path / "run")]
+    monkeypatch.setattr(trainer, "train", lambda draft, source, *a, **k: real_train(
+        draft, _SigtermWhileReading(source, 2), *a, **k))  # SIGTERM in step 2 (batch 1)
+    assert main(args) == 143
+    assert "--resume" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "final").exists()
+    monkeypatch.setattr(trainer, "train", real_train)
+    assert main([*args, "--resume"]) == 0
+    assert (tmp_path / "run" / "final" / "model.safetensors").is_file()
+    logged = [json.loads(line)["step"] for line in (tmp_path / "run" / METRICS).read_text().splitlines()]
+    assert logged == [1, 2, 3, 4]
 
 
 def test_online_and_offline_hidden_states_give_the_same_losses(tmp_path):

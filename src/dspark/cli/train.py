@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
+import sys
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -153,6 +155,11 @@ def _fit(args) -> int:
                   num_anchors=args.num_anchors, max_length=args.max_length, save_every=args.save_every,
                   seed=args.seed, loss_backend=args.loss_backend, attention=args.attention)
     result = train(draft, source, config, args.out, resume=args.resume)
+    if result.stopped:  # SIGTERM: the checkpoint holds the last step; no final draft from an unfinished run
+        if rank == 0:
+            print(f"stopped by SIGTERM after step {result.history[-1].step} of {config.steps}; checkpoint in "
+                  f"{args.out}; run the same command with --resume to continue", file=sys.stderr)
+        return 128 + signal.SIGTERM
     if rank == 0:
         save_draft(draft, f"{args.out}/final")
         last = result.history[-1] if result.history else None

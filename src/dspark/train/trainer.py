@@ -3,7 +3,8 @@ a progress bar, JSONL metrics, checkpoints and exact resume; data parallel under
 normalised by the global count of supervised slots (numerators local, denominator all-reduced).
 
 Data order and anchor draws are functions of (seed, position), so a resumed run sees exactly what the
-uninterrupted run saw. Hidden states come from any `HiddenStateSource` (online target or offline store).
+uninterrupted run saw. SIGTERM (a scheduler's preemption, `timeout`, torchrun's shutdown) ends the run after the
+current step with a checkpoint, on every rank at the same step; `TrainResult.stopped` says so. Hidden states come from any `HiddenStateSource` (online target or offline store).
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import json
 import logging
 import math
 import os
+import signal
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -51,6 +54,7 @@ class TrainResult:
     history: tuple[StepMetrics, ...]
     checkpoint: Path | None
     seconds: float
+    stopped: bool = False  # SIGTERM ended the run early; `checkpoint` holds its last step, resume continues
 
 
 class _Forward(nn.Module):
@@ -113,10 +117,31 @@ def _schedule(config: TrainConfig):
     return factor
 
 
+@contextlib.contextmanager
+def _sigterm_requests():
+    """Yields a list that gets an entry when SIGTERM arrives (the loop then stops at the end of its step). Only the
+    main thread can take signals; elsewhere SIGTERM keeps its usual effect."""
+    requests: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield requests
+        return
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: requests.append(signum))
+    try:
+        yield requests
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, out_dir: str | Path | None = None,
           resume: bool = False, progress: bool = True, stop_after: int | None = None) -> TrainResult:
     """Train `draft` (its embed / lm_head must be the target's, tied) and return the per-step metrics.
     `stop_after` ends the run early after that many steps (as a kill would), keeping the schedule of `steps`."""
+    with _sigterm_requests() as requests:
+        return _train(draft, source, config, out_dir, resume, progress, stop_after, requests)
+
+
+def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, out_dir: str | Path | None,
+           resume: bool, progress: bool, stop_after: int | None, requests: list[int]) -> TrainResult:
     from tqdm.auto import tqdm
 
     rank, world = _world()
@@ -162,7 +187,7 @@ def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, ou
         den = sum(b.loss_weights.sum() for _, _, b in micro).detach().clone()
         if world > 1:
             dist.all_reduce(den)
-        sums = torch.zeros(5, device=device)  # loss, ce, l1, confidence, τ; read once per step (one sync)
+        sums = torch.zeros(6, device=device)  # loss, ce, l1, confidence, τ, stop; read once per step (one sync)
         for i, (features, last_hidden, blocks) in enumerate(micro):
             sync = world > 1 and i < len(micro) - 1
             with (model.no_sync() if sync else contextlib.nullcontext()), torch.autocast(device.type, torch.bfloat16, enabled=use_bf16):
@@ -171,16 +196,18 @@ def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, ou
             terms = dspark_loss(outputs.logits, teacher, blocks.target_ids, outputs.confidence_logits,
                                 blocks.loss_weights, blocks.eval_mask, weights, denominator=den, terms_fn=terms_fn)
             (terms.total * world).backward()  # DDP averages gradients; the global denominator already normalises
-            sums += torch.stack([terms.total, terms.ce, terms.l1, terms.confidence, terms.tau / len(micro)]).detach()
+            sums[:5] += torch.stack([terms.total, terms.ce, terms.l1, terms.confidence, terms.tau / len(micro)]).detach()
         grad_norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         position = Position(step + 1, position.consumed + config.grad_accum * world * config.batch_size)
+        if requests:
+            sums[5] = 1.0  # this rank got SIGTERM: every rank stops after this step (the sum below)
         if world > 1:
             sums[4] /= world
             dist.all_reduce(sums)
-        loss, ce, l1, confidence, tau, grad_norm = torch.cat([sums, grad_norm.reshape(1).to(sums)]).tolist()
+        loss, ce, l1, confidence, tau, stop, grad_norm = torch.cat([sums, grad_norm.reshape(1).to(sums)]).tolist()
         tokens = sum(int(b.keep.shape[0]) * int(f.shape[1]) for f, _, b in micro) * world
         step_s = max(time.perf_counter() - tick, 1e-9)
         metrics = StepMetrics(step + 1, loss, ce, l1, confidence, tau, scheduler.get_last_lr()[0], grad_norm,
@@ -192,14 +219,19 @@ def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, ou
             if (step + 1) % config.log_every == 0:
                 with (out / METRICS).open("a") as f:
                     f.write(json.dumps(asdict(metrics)) + "\n")
-            if config.save_every and (step + 1) % config.save_every == 0 and step + 1 < end:
+            if config.save_every and (step + 1) % config.save_every == 0 and step + 1 < end and not stop:
                 save_checkpoint(out, draft, optimizer, scheduler, position, asdict(config))
+        if stop:
+            logging.getLogger(__name__).warning("SIGTERM: stopped after step %d of %d, checkpointed; resume "
+                                                "continues", step + 1, config.steps)
+            break
     bar.close()
     draft.eval()
     ckpt = None
     if out is not None and rank == 0:
         ckpt = save_checkpoint(out, draft, optimizer, scheduler, position, asdict(config))
-    return TrainResult(tuple(history), ckpt, time.perf_counter() - began)
+    stopped = bool(history) and history[-1].step < end
+    return TrainResult(tuple(history), ckpt, time.perf_counter() - began, stopped)
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
