@@ -7,9 +7,12 @@
 #   bash benchmarks/smollm2/lease_finetune.sh f3   # carry stage_b stage_d: install, convert, regenerate, pack, train
 #   bash benchmarks/smollm2/lease_finetune.sh f4   # train on (--resume)
 #   bash benchmarks/smollm2/lease_finetune.sh f5   # train to the end (--resume), held-out eval, ship
-# or, with the regenerated data already here (git-ignored stage_f/regen.jsonl.gz.part*, packed by f3):
+# or, with the regenerated data already here (git-ignored $DATA/regen.jsonl.gz.part*, packed by f3 or lease_twin.sh
+# t4; DATA defaults to stage_f, run 5's 23,240 sequences; stage_h holds run 6's 49,181):
 #   bash benchmarks/smollm2/lease_finetune.sh g1   # carry stage_a: wheel part 0
-#   bash benchmarks/smollm2/lease_finetune.sh g2   # carry stage_b2 stage_f: wheel part 1, the regenerated data
+#   bash benchmarks/smollm2/lease_finetune.sh g2   # carry stage_b2: wheel part 1
+#   bash benchmarks/smollm2/lease_finetune.sh gd   # carry $DATA: the regenerated data (with stage_b2 it would pass
+#                                                  #   the 64 MiB a call may carry)
 #   bash benchmarks/smollm2/lease_finetune.sh g3   # carry stage_b stage_d: install, convert, train, eval, ship
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s). STEPS, BATCH and LR must be the same
@@ -47,8 +50,10 @@ case "$1" in
 g1)
     mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/ ;;
 g2)
-    cp stage_b2/smol.part01 /root/stage/ && mkdir -p /root/smol
-    cat stage_f/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl && wc -l /root/smol/regen.jsonl ;;
+    cp stage_b2/smol.part01 /root/stage/ ;;
+gd)
+    mkdir -p /root/smol && cat "${DATA:-stage_f}"/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl
+    wc -l /root/smol/regen.jsonl ;;
 g3)
     install_convert
     train_until "${DEADLINE:-450}"
@@ -71,5 +76,5 @@ f5)
     train_until "${DEADLINE:-300}" --resume
     evaluate_and_ship ;;
 *)
-    echo "usage: $0 f1|f2|f3|f4|f5|g1|g2|g3" >&2; exit 2 ;;
+    echo "usage: $0 f1|f2|f3|f4|f5|g1|g2|gd|g3" >&2; exit 2 ;;
 esac

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Run 6 on one `nvidia-h200` lease: DSpark against its DFlash-mode twin with the same budget (issue #3's 1.15× goal).
 # Both drafts train from scratch at once on one GPU (two processes) with the same data, batch, lr and step count, on
-# run 5's 23,240 regenerated sequences plus 30k new prompts of the 65k set. Measured: two trainers on one GPU get
-# no more tokens/s together than one alone (36.5k + 40.1k vs 81k solo), so train one after the other next time.
+# run 5's 23,240 regenerated sequences plus 30k new prompts of the 65k set. Measured there: two trainers on one GPU
+# get no more tokens/s together than one alone (36.5k + 40.1k vs 81k solo), so the drafts now train one after the
+# other unless TOGETHER=1 (run 6's way). PAIR="dspark unanchored" compares another pair of modes.
 #
 #   bash benchmarks/smollm2/lease_twin.sh t1   # carry stage_a: wheel part 0
 #   bash benchmarks/smollm2/lease_twin.sh t2   # carry stage_b2: wheel part 1
 #   bash benchmarks/smollm2/lease_twin.sh t3   # carry stage_f stage_g: run 5's regenerated data, the new prompts
+#                                              #   (DATA=stage_f PROMPTS=stage_g/prompts30k.jsonl.gz)
 #   bash benchmarks/smollm2/lease_twin.sh t4   # carry stage_b stage_d: install, convert, regenerate the new prompts,
 #                                              #   pack; a probe sizes STEPS to TRAIN_S seconds; both drafts start
 #   bash benchmarks/smollm2/lease_twin.sh t5   # both train on (--resume)
@@ -14,39 +16,52 @@
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s). Each call trains until DEADLINE seconds
 # after it began. The step count is fixed once (the cosine schedule is planned over it): STEPS if given, else
-# TRAIN_S (default 900) over the step time of two synthetic trainers run at once (`train_speed.py`), 10 % spare.
+# TRAIN_S (default 900, for all drafts together) over the probed step time, 10 % spare. The probe is synthetic
+# (`train_speed.py`): run 6's real steps took 1.9× its time, so prefer STEPS from the measured steps in
+# benchmarks/results/smollm2/ (run 6 alone on the GPU: 146–236 ms per step with a 14 GiB cache).
 # CPU dry run of t5 + t6 (SmolLM2 converted at /root/smol/model, regen.jsonl there): PY=.venv/bin/python STEPS=4
 #   BATCH=1 SAVE=2 ATTN=sdpa CACHE=0 EXTRA="--anchors 8" EVAL="--eval-per-suite 1 --eval-max-new 8"
 set -euo pipefail
 source "$(dirname "$0")/lease_lib.sh"
-MODES=(dspark dflash)
-export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True  # two trainers share the GPU memory
+read -r -a MODES <<< "${PAIR:-dspark dflash}"
+export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True  # less fragmentation (run 6: two trainers, one GPU)
+CACHE=${CACHE:-$([ "${TOGETHER:-0}" = 1 ] && echo 14 || echo 50)}  # GiB of hidden states kept per trainer
 
-plan_steps() {  # /root/steps: STEPS, or what TRAIN_S seconds buy with two trainers sharing the GPU
+plan_steps() {  # /root/steps: STEPS, or what TRAIN_S seconds buy for both drafts
     if [ -n "${STEPS:-}" ]; then echo "$STEPS" > /root/steps; return; fi
-    for k in 1 2; do
+    local probes=1 share=2  # one after the other: each draft gets half of TRAIN_S
+    [ "${TOGETHER:-0}" = 1 ] && probes=2 share=1
+    for k in $(seq $probes); do
         $PY benchmarks/smollm2/train_speed.py --settings 32x256 --steps 60 --examples 256 --profile '' \
             > /root/probe$k.log 2>&1 &
     done
     wait || true
-    $PY - "${TRAIN_S:-900}" /root/probe1.log /root/probe2.log > /root/steps <<'EOF'
+    $PY - "${TRAIN_S:-900}" $share /root/probe*.log > /root/steps <<'EOF'
 import json, sys
-step_ms = max(json.loads(open(f).read().strip().splitlines()[-1])["rows"][0]["step_ms"] for f in sys.argv[2:])
-print(int(float(sys.argv[1]) * 1000 / (1.1 * step_ms)))
-print(f"probe: {step_ms:.1f} ms per step with two trainers on the GPU", file=sys.stderr)
+step_ms = max(json.loads(open(f).read().strip().splitlines()[-1])["rows"][0]["step_ms"] for f in sys.argv[3:])
+print(int(float(sys.argv[1]) * 1000 / (1.1 * step_ms * int(sys.argv[2]))))
+print(f"probe: {step_ms:.1f} ms per step with {len(sys.argv) - 3} trainer(s) on the GPU", file=sys.stderr)
 EOF
     echo "steps: $(cat /root/steps)"
 }
 
-train_both_until() {  # train_both_until <seconds since the call began>: the unfinished drafts, at once
-    local left=$(( $1 - SECONDS ))
+train_one() {  # train_one <mode> <seconds left>: from its last checkpoint; SIGTERM at the limit checkpoints
+    [ "$2" -gt 30 ] || { echo "$1: no time left in this call"; return 0; }
+    mkdir -p /root/o-$1
+    timeout -k 60 "$2" $PY $T --work /root/smol --out /root/o-$1 --stage train --modes $1 --resume \
+        --steps "$(cat /root/steps)" --batch "${BATCH:-32}" --lr "${LR:-2e-3}" --ce-weight 0.5 --l1-weight 0.5 \
+        --attention "${ATTN:-flex}" --save-every "${SAVE:-100}" --hidden-cache-gib "$CACHE" ${EXTRA:-} \
+        >> /root/train-$1.log 2>&1 || true
+}
+
+train_both_until() {  # train_both_until <seconds since the call began>: the unfinished drafts
     for m in "${MODES[@]}"; do
         [ -f /root/o-$m/summary.json ] && continue  # written only when the run has finished
-        mkdir -p /root/o-$m
-        timeout -k 60 "$left" $PY $T --work /root/smol --out /root/o-$m --stage train --modes $m --resume \
-            --steps "$(cat /root/steps)" --batch "${BATCH:-32}" --lr "${LR:-2e-3}" --ce-weight 0.5 --l1-weight 0.5 \
-            --attention "${ATTN:-flex}" --save-every "${SAVE:-100}" --hidden-cache-gib "${CACHE:-14}" ${EXTRA:-} \
-            >> /root/train-$m.log 2>&1 &
+        if [ "${TOGETHER:-0}" = 1 ]; then
+            train_one $m $(( $1 - SECONDS )) &
+        else
+            train_one $m $(( $1 - SECONDS ))
+        fi
     done
     wait || true
     for m in "${MODES[@]}"; do
@@ -60,15 +75,18 @@ t1)
     mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/ ;;
 t2)
     cp stage_b2/smol.part01 /root/stage/ && ls -la /root/stage ;;
-t3)
-    mkdir -p /root/smol && cat stage_f/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl
-    gunzip -c stage_g/prompts30k.jsonl.gz > /root/stage/prompts.jsonl
-    wc -l /root/smol/regen.jsonl /root/stage/prompts.jsonl ;;
+t3)  # DATA: packed regenerated data (run 6: stage_f); PROMPTS: new prompts to regenerate in t4 (run 6:
+    #     stage_g/prompts30k.jsonl.gz; unset: none)
+    mkdir -p /root/smol && cat "${DATA:-stage_f}"/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl
+    if [ -n "${PROMPTS:-}" ]; then gunzip -c "$PROMPTS" > /root/stage/prompts.jsonl; fi
+    wc -l /root/smol/regen.jsonl /root/stage/prompts.jsonl 2>/dev/null || true ;;
 t4)
     install_convert
-    timeout $(( ${REGEN_DEADLINE:-400} - SECONDS )) $PY $T --stage regen --work /root/smol --out /root/o \
-        --prompts /root/stage/prompts.jsonl ${REGEN:-} 2>&1 | tail -n 2 || echo "regeneration cut at ${SECONDS}s"
-    $PY $T --stage pack --work /root/smol --out $OUT 2>&1 | tail -n 1
+    if [ -f /root/stage/prompts.jsonl ]; then
+        timeout $(( ${REGEN_DEADLINE:-400} - SECONDS )) $PY $T --stage regen --work /root/smol --out /root/o \
+            --prompts /root/stage/prompts.jsonl ${REGEN:-} 2>&1 | tail -n 2 || echo "regeneration cut at ${SECONDS}s"
+        $PY $T --stage pack --work /root/smol --out $OUT 2>&1 | tail -n 1
+    fi
     wc -l /root/smol/regen.jsonl
     plan_steps
     train_both_until "${DEADLINE:-585}" ;;

@@ -1,6 +1,7 @@
 """Plot the SmolLM2 draft's training runs: analytic τ on the training blocks against sequences seen (run 5 continues
-run 4's B, so its curve starts where B's ends), and held-out τ per suite for runs 3, 4 (B) and 5. Reads and writes
-`benchmarks/results/smollm2/`.
+run 4's B, so its curve starts where B's ends), and held-out τ per suite for runs 3, 4 (B) and 5 (`runs.png`); and
+the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4 and 6, and run 6's
+conditional acceptance per drafted position (`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
 
     python benchmarks/smollm2/plot_runs.py
 """
@@ -20,6 +21,46 @@ RUNS = {  # name: (metrics file, sequences per step, sequences seen before the r
 }
 HELD_OUT = {"run 3": ("summary.json", "dspark"), "run 4 B": ("run4/B/summary.json", "dspark"),
             "run 5": ("run5/summary.json", "dspark"), "run 3 DFlash-mode twin": ("summary.json", "dflash")}
+
+
+TWINS = {  # same-budget pairs: (DSpark summary, DFlash-mode summary), each with held-out τ under "eval"
+    "run 2 (0.1 / 0.9, 8.5k seqs)": ("run2/summary.json", "run2/summary.json"),
+    "run 3 (0.1 / 0.9, 21k seqs)": ("summary.json", "summary.json"),
+    "run 4 B (0.5 / 0.5, 21k seqs)": ("run4/B/summary.json", "summary.json"),
+    "run 6 (0.5 / 0.5, 49k seqs, batch 32)": ("run6/eval-summary.json", "run6/eval-summary.json"),
+}
+
+
+def _taus(name: str, mode: str) -> dict[str, float]:
+    rows = json.loads((FOLDER / name).read_text())["eval"]
+    return {key.split("/")[0]: r["tau"] for key, r in rows.items() if key.endswith(f"/{mode}")}
+
+
+def plot_twins() -> None:
+    fig, (ratio, position) = plt.subplots(1, 2, figsize=(12, 4.2))
+    suites, width = None, 0.2
+    for k, (label, (dspark, dflash)) in enumerate(TWINS.items()):
+        a, b = _taus(dspark, "dspark"), _taus(dflash, "dflash")
+        suites = suites or list(a)
+        ratio.bar([i + (k - 1.5) * width for i in range(len(suites))], [a[s] / b[s] for s in suites], width,
+                  label=label)
+    ratio.axhline(1.15, color="k", ls="--", lw=1, label="goal 1.15×")
+    ratio.axhline(1.0, color="grey", lw=0.8)
+    ratio.set_xticks(range(len(suites)), suites)
+    ratio.set_ylim(0.8, 1.3)
+    rows = json.loads((FOLDER / "run6/eval-summary.json").read_text())["eval"]
+    for suite, style in (("code", "-"), ("math", "--")):
+        for mode, color in (("dspark", "C0"), ("dflash", "C1")):
+            acc = rows[f"{suite}/{mode}"]["per_position"][: 7 if mode == "dspark" else 6]  # DFlash drafts γ − 1
+            position.plot(range(1, len(acc) + 1), acc, style, color=color, marker="o", label=f"{suite}, {mode}")
+    position.set_xlabel("drafted token")
+    for ax, ylabel in ((ratio, "DSpark τ / DFlash-mode τ, same budget"),
+                       (position, "run 6: acceptance given the earlier ones")):
+        ax.set(ylabel=ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle("SmolLM2-135M-Instruct: DSpark against its DFlash-mode twin (held-out, T=0, block 7)")
+    fig.savefig(FOLDER / "twins.png", dpi=110, bbox_inches="tight")
 
 
 def _smooth(values: list[float], window: int = 20) -> list[float]:
@@ -48,6 +89,7 @@ def main() -> None:
         ax.legend(fontsize=7)
     fig.suptitle("SmolLM2-135M-Instruct DSpark draft: training runs on the H200")
     fig.savefig(FOLDER / "runs.png", dpi=110, bbox_inches="tight")
+    plot_twins()
 
 
 if __name__ == "__main__":
