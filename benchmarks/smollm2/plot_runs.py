@@ -54,13 +54,19 @@ def plot_twins() -> None:
             acc = rows[f"{suite}/{mode}"]["per_position"][: 7 if mode == "dspark" else 6]  # DFlash drafts γ − 1
             position.plot(range(1, len(acc) + 1), acc, style, color=color, marker="o", label=f"{suite}, {mode}")
     position.set_xlabel("drafted token")
-    for ax, ylabel in ((ratio, "DSpark τ / DFlash-mode τ, same budget"),
-                       (position, "run 6: acceptance given the earlier ones")):
+    _finish(fig, {ratio: "DSpark τ / DFlash-mode τ, same budget",
+                  position: "run 6: acceptance given the earlier ones"},
+            "SmolLM2-135M-Instruct: DSpark against its DFlash-mode twin (held-out, T=0, block 7)", "twins.png")
+
+
+def _finish(fig, ylabels: dict, title: str, name: str) -> None:
+    """Label, grid and legend each axis; title the figure and write it into the results folder."""
+    for ax, ylabel in ylabels.items():
         ax.set(ylabel=ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    fig.suptitle("SmolLM2-135M-Instruct: DSpark against its DFlash-mode twin (held-out, T=0, block 7)")
-    fig.savefig(FOLDER / "twins.png", dpi=110, bbox_inches="tight")
+    fig.suptitle(title)
+    fig.savefig(FOLDER / name, dpi=110, bbox_inches="tight")
 
 
 def _smooth(values: list[float], window: int = 20) -> list[float]:
@@ -77,18 +83,13 @@ def main() -> None:
     curve.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:.0f}k")
     suites, width = None, 0.2
     for k, (label, (name, mode)) in enumerate(HELD_OUT.items()):
-        rows = json.loads((FOLDER / name).read_text())["eval"]
-        taus = {key.split("/")[0]: r["tau"] for key, r in rows.items() if key.endswith(f"/{mode}")}
+        taus = _taus(name, mode)
         suites = suites or list(taus)
         bars.bar([i + (k - 1.5) * width for i in range(len(suites))], [taus[s] for s in suites], width, label=label)
     bars.set_xticks(range(len(suites)), suites)
-    for ax, ylabel in ((curve, "analytic τ on the training blocks (smoothed)"),
-                       (bars, "held-out τ (40 prompts, T=0, block 7)")):
-        ax.set(ylabel=ylabel)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle("SmolLM2-135M-Instruct DSpark draft: training runs on the H200")
-    fig.savefig(FOLDER / "runs.png", dpi=110, bbox_inches="tight")
+    _finish(fig, {curve: "analytic τ on the training blocks (smoothed)",
+                  bars: "held-out τ (40 prompts, T=0, block 7)"},
+            "SmolLM2-135M-Instruct DSpark draft: training runs on the H200", "runs.png")
     plot_twins()
 
 
