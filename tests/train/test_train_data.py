@@ -104,6 +104,30 @@ def test_regeneration_batches_by_token_budget_and_halves_a_batch_that_fails(tmp_
         assert list(by_id[prompt.id].input_ids[len(ids):]) == greedy
 
 
+def test_regeneration_cut_short_has_done_a_random_sample_of_lengths_and_keeps_the_token_budget(tmp_path):
+    model = tiny_target("llama", vocab_size=len(WORDS), seed=0)
+    model.generation_config.eos_token_id = None
+    tok = word_tokenizer()
+    prompts = [Prompt(str(i), text=" ".join([f"w{i % 9}"] * (1 + i))) for i in range(16)]  # widths 1 … 16
+    batches: list[list[int]] = []  # prompt widths (rows without padding) of each generate call, in order
+    real_generate = model.generate
+
+    def recording(*args, **kwargs):
+        batches.append(kwargs["attention_mask"].sum(-1).tolist())
+        return real_generate(*args, **kwargs)
+
+    model.generate = recording
+    counts = regenerate(model, tok, prompts, tmp_path / "regen.jsonl", batch_size=4, max_new_tokens=2,
+                        max_length=64, progress=False, max_batch_tokens=60, sort_window=4)
+    assert counts.success == 16
+    widths = [w for batch in batches for w in batch]
+    assert sorted(widths) == list(range(1, 17))
+    windows = [widths[k: k + 4] for k in range(0, 16, 4)]
+    assert all(w == sorted(w) for w in windows)  # sorted within each window of 4…
+    assert windows[0] != [1, 2, 3, 4] and max(windows[0]) > 8  # …but the first window is not the shortest prompts
+    assert all(len(b) * (max(b) + 2) <= 60 or len(b) == 1 for b in batches)  # the budget holds across windows
+
+
 def test_sts_lowers_calibration_error_of_an_overconfident_head():
     gen = torch.Generator().manual_seed(0)
     rounds, slots = 4000, 5

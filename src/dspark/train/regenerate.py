@@ -2,14 +2,16 @@
 
 Batched generation with left padding, greedy or sampled, resumable: every finished example is appended to the output
 JSONL at once, and a rerun skips the ids already there (a half-written last line from a kill is dropped). Prompts are
-sorted by length and batched up to `batch_size` prompts and `max_batch_tokens` (prompt width + new tokens, per row),
-so short prompts batch wide; a batch that fails (e.g. out of memory) is halved until it fits, and a single prompt
+shuffled (seeded), sorted by length within windows of `sort_window`, and batched up to `batch_size` prompts and
+`max_batch_tokens` (prompt width + new tokens, per row), so short prompts batch wide, and a run cut short by a time
+limit has done a random sample of the prompts rather than the shortest ones; a batch that fails (e.g. out of memory) is halved until it fits, and a single prompt
 that still fails counts as failed. Counts of success / skipped / failed always add up to the number of prompts.
 No training here.
 """
 from __future__ import annotations
 
 import json
+import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -43,9 +45,12 @@ def _done_ids(out: Path) -> set[str]:
 
 def regenerate(model, tokenizer, prompts: Sequence[Prompt], out: str | Path, *, batch_size: int = 16,
                max_new_tokens: int = 256, max_length: int = 2048, temperature: float = 0.0, top_p: float = 1.0,
-               seed: int = 0, progress: bool = True, max_batch_tokens: int | None = None) -> RegenerationCounts:
+               seed: int = 0, progress: bool = True, max_batch_tokens: int | None = None,
+               sort_window: int = 8192) -> RegenerationCounts:
     """Generate a response for every prompt with `model` and append `Example`s to `out` (JSONL).
-    `max_batch_tokens`: cap on rows × (widest prompt + new tokens) per batch (None: `batch_size` alone)."""
+    `max_batch_tokens`: cap on rows × (widest prompt + new tokens) per batch (None: `batch_size` alone).
+    `sort_window`: prompts sorted by length together (after a seeded shuffle); more means less padding, fewer means
+    a time-limited run covers the lengths more evenly."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = _done_ids(out)
@@ -59,7 +64,9 @@ def regenerate(model, tokenizer, prompts: Sequence[Prompt], out: str | Path, *, 
             too_long += 1
             continue
         todo.append((prompt.id, ids))
-    todo.sort(key=lambda item: len(item[1]))  # similar lengths batch together: less padding
+    random.Random(seed).shuffle(todo)
+    todo = [item for w in range(0, len(todo), max(1, sort_window))  # similar lengths batch together: less padding
+            for item in sorted(todo[w: w + max(1, sort_window)], key=lambda item: len(item[1]))]
     success = failed = 0
     eos = tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos if eos is not None else 0)
@@ -82,14 +89,14 @@ def regenerate(model, tokenizer, prompts: Sequence[Prompt], out: str | Path, *, 
 
 
 def _batches(todo: list, batch_size: int, max_batch_tokens: int | None, max_new_tokens: int, max_length: int):
-    """(start index, batch) over length-sorted `todo`: at most `batch_size` rows and `max_batch_tokens` padded
-    tokens (rows × (widest prompt + new tokens)) per batch; always at least one row."""
+    """(start index, batch) over `todo`: at most `batch_size` rows and `max_batch_tokens` padded tokens (rows × (widest
+    prompt + new tokens)) per batch; always at least one row."""
     start = 0
     while start < len(todo):
-        end = start + 1
+        end, widest = start + 1, len(todo[start][1])
         while end < len(todo) and end - start < batch_size:
-            width = len(todo[end][1])  # sorted: the newest row is the widest
-            if max_batch_tokens and (end + 1 - start) * min(max_length, width + max_new_tokens) > max_batch_tokens:
+            widest = max(widest, len(todo[end][1]))  # sorted within a window; a batch may span two windows
+            if max_batch_tokens and (end + 1 - start) * min(max_length, widest + max_new_tokens) > max_batch_tokens:
                 break
             end += 1
         yield start, todo[start:end]
