@@ -14,6 +14,7 @@
 #   bash benchmarks/smollm2/lease_finetune.sh gd   # carry $DATA: the regenerated data (with stage_b2 it would pass
 #                                                  #   the 64 MiB a call may carry)
 #   bash benchmarks/smollm2/lease_finetune.sh g3   # carry stage_b stage_d: install, convert, train, eval, ship
+#                                                  #   (or, when DEADLINE cut the training, f4 / f5 go on)
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s). STEPS, BATCH and LR must be the same
 # in f3–f5 (the cosine schedule is planned once); each call trains until DEADLINE seconds after it began.
@@ -54,10 +55,10 @@ g2)
 gd)
     mkdir -p /root/smol && cat "${DATA:-stage_f}"/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl
     wc -l /root/smol/regen.jsonl ;;
-g3)
+g3)  # a run longer than one call: f4 (on) and f5 (to the end, eval, ship) resume it
     install_convert
     train_until "${DEADLINE:-450}"
-    evaluate_and_ship ;;
+    if [ -f /root/o/summary.json ]; then evaluate_and_ship; else echo "not finished: continue with f4 / f5"; fi ;;
 f1)
     mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/
     $PY benchmarks/smollm2/train_speed.py --settings "${SETTINGS:-8x256,8x256c,32x256c,48x256c}" --steps 60 --examples 256 \
