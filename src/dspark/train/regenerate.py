@@ -4,9 +4,9 @@ Batched generation with left padding, greedy or sampled, resumable: every finish
 JSONL at once, and a rerun skips the ids already there (a half-written last line from a kill is dropped). Prompts are
 shuffled (seeded), sorted by length within windows of `sort_window`, and batched up to `batch_size` prompts and
 `max_batch_tokens` (prompt width + new tokens, per row), so short prompts batch wide, and a run cut short by a time
-limit has done a random sample of the prompts rather than the shortest ones; a batch that fails (e.g. out of memory) is halved until it fits, and a single prompt
-that still fails counts as failed. Counts of success / skipped / failed always add up to the number of prompts.
-No training here.
+limit has done a random sample of the prompts rather than the shortest ones. A batch that fails (e.g. out of memory)
+is halved until it fits, and a single prompt that still fails counts as failed. Counts of success / skipped / failed
+always add up to the number of prompts. No training here.
 """
 from __future__ import annotations
 
