@@ -57,8 +57,8 @@ def _pair(tmp_path) -> list[str]:
     lengths = [40, 28, 36, 32]  # different lengths: the global denominator differs from a per-rank mean
     write_examples([Example(str(i), tuple(torch.randint(0, 96, (n,), generator=gen).tolist()),
                             (0,) * 5 + (1,) * (n - 5)) for i, n in enumerate(lengths)], tmp_path / "data.jsonl")
-    return ["--target", str(tmp_path / "target"), "--data", str(tmp_path / "data.jsonl"), "--num-anchors", "8", "--block-size", "4", "--markov-rank", "8", "--layers", "0,1", "--lr", "3e-3",
-            "--mask-token-id", "96"]
+    return ["--target", str(tmp_path / "target"), "--data", str(tmp_path / "data.jsonl"), "--num-anchors", "8",
+            "--block-size", "4", "--markov-rank", "8", "--layers", "0,1", "--lr", "3e-3", "--mask-token-id", "96"]
 
 
 def test_two_ranks_equal_one_process_accumulating_their_sequences(tmp_path):

@@ -4,7 +4,8 @@ normalised by the global count of supervised slots (numerators local, denominato
 
 Data order and anchor draws are functions of (seed, position), so a resumed run sees exactly what the
 uninterrupted run saw. SIGTERM (a scheduler's preemption, `timeout`, torchrun's shutdown) ends the run after the
-current step with a checkpoint, on every rank at the same step; `TrainResult.stopped` says so. Hidden states come from any `HiddenStateSource` (online target or offline store).
+current step with a checkpoint, on every rank at the same step; `TrainResult.stopped` says so. Hidden states come
+from any `HiddenStateSource` (online target or offline store).
 """
 from __future__ import annotations
 
@@ -196,7 +197,8 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
             terms = dspark_loss(outputs.logits, teacher, blocks.target_ids, outputs.confidence_logits,
                                 blocks.loss_weights, blocks.eval_mask, weights, denominator=den, terms_fn=terms_fn)
             (terms.total * world).backward()  # DDP averages gradients; the global denominator already normalises
-            sums[:5] += torch.stack([terms.total, terms.ce, terms.l1, terms.confidence, terms.tau / len(micro)]).detach()
+            terms_now = [terms.total, terms.ce, terms.l1, terms.confidence, terms.tau / len(micro)]
+            sums[:5] += torch.stack(terms_now).detach()
         grad_norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
         optimizer.step()
         scheduler.step()
