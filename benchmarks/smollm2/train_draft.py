@@ -48,7 +48,7 @@ from dspark.train.data import load_prompts, read_examples, render_prompt  # noqa
 from dspark.train.hidden import OnlineHiddenStates  # noqa: E402
 from dspark.train.recipe import draft_config_from_target  # noqa: E402
 from dspark.train.regenerate import regenerate  # noqa: E402
-from dspark.train.trainer import train  # noqa: E402
+from dspark.train.trainer import TrainingStopped, train  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 MASK_TOKEN_ID = 16  # <empty_output>
@@ -189,9 +189,10 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
         run_dir = work / mode
         if not resume:
             shutil.rmtree(run_dir, ignore_errors=True)
-        result = train(draft, source, config, run_dir, resume=resume, progress=False)
-        if result.stopped:  # no draft, ship or summary from an unfinished run
-            raise SystemExit(f"train {mode}: SIGTERM after step {result.history[-1].step}; --resume continues")
+        try:
+            result = train(draft, source, config, run_dir, resume=resume, progress=False)
+        except TrainingStopped as stopped:  # no draft, ship or summary from an unfinished run
+            raise SystemExit(f"train {mode}: {stopped}; --resume continues") from None
         # every 10th step of the whole run, also the part before a resume (this call's history may be empty)
         metrics_file = run_dir / "metrics.jsonl"  # absent when the run is shorter than the logging interval
         logged = [json.loads(line) for line in metrics_file.read_text().splitlines()] if metrics_file.is_file() \

@@ -17,7 +17,7 @@ from dspark.testbed.random_pair import draft_config_for, tiny_target
 from dspark.train.blocks import build_blocks
 from dspark.train.data import Example, write_examples
 from dspark.train.hidden import OfflineHiddenStates, OnlineHiddenStates, VllmHiddenStates, capture_offline
-from dspark.train.trainer import METRICS, train
+from dspark.train.trainer import METRICS, TrainingStopped, train
 
 CONFIG = TrainConfig(steps=6, lr=3e-3, num_anchors=8, grad_accum=2, warmup_ratio=0.2, save_every=2)
 
@@ -77,15 +77,16 @@ def test_sigterm_mid_step_checkpoints_that_step_and_resume_reaches_the_same_loss
     model, cfg, examples = _setup()
     source = OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples)
     whole = train(_draft(model, cfg), source, CONFIG, tmp_path / "a", progress=False)
-    assert not whole.stopped
     before = signal.getsignal(signal.SIGTERM)
     # 2 reads per step (batch 1, accumulation 2): read 5 is in step 3, which is not a save_every (2) step
-    first = train(_draft(model, cfg), _SigtermWhileReading(source, 5), CONFIG, tmp_path / "b", progress=False)
-    assert first.stopped and [m.step for m in first.history] == [1, 2, 3]
+    with pytest.raises(TrainingStopped, match="after step 3 of 6") as stopped:
+        train(_draft(model, cfg), _SigtermWhileReading(source, 5), CONFIG, tmp_path / "b", progress=False)
+    first = stopped.value
+    assert [m.step for m in first.history] == [1, 2, 3]
     assert first.checkpoint is not None and first.checkpoint.name.endswith("3")
     assert signal.getsignal(signal.SIGTERM) == before  # the trainer's handler is gone after the run
     rest = train(_draft(model, cfg), source, CONFIG, tmp_path / "b", resume=True, progress=False)
-    assert not rest.stopped and [m.step for m in rest.history] == [4, 5, 6]
+    assert [m.step for m in rest.history] == [4, 5, 6]
     assert [m.loss for m in first.history + rest.history] == pytest.approx([m.loss for m in whole.history],
                                                                           abs=1e-6)
 

@@ -128,7 +128,7 @@ def _fit(args) -> int:
     from dspark.train.data import read_examples
     from dspark.train.hidden import OfflineHiddenStates, OnlineHiddenStates
     from dspark.train.recipe import draft_config_from_target
-    from dspark.train.trainer import init_distributed, train
+    from dspark.train.trainer import TrainingStopped, init_distributed, train
 
     if bool(args.data) == bool(args.hidden):
         raise ValueError("give exactly one of --data (online) or --hidden (offline)")
@@ -154,11 +154,11 @@ def _fit(args) -> int:
     config = make(steps=args.steps, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
                   num_anchors=args.num_anchors, max_length=args.max_length, save_every=args.save_every,
                   seed=args.seed, loss_backend=args.loss_backend, attention=args.attention)
-    result = train(draft, source, config, args.out, resume=args.resume)
-    if result.stopped:  # SIGTERM: the checkpoint holds the last step; no final draft from an unfinished run
+    try:
+        result = train(draft, source, config, args.out, resume=args.resume)
+    except TrainingStopped as stopped:  # no final draft from an unfinished run
         if rank == 0:
-            print(f"stopped by SIGTERM after step {result.history[-1].step} of {config.steps}; checkpoint in "
-                  f"{args.out}; run the same command with --resume to continue", file=sys.stderr)
+            print(f"{stopped}; run the same command with --resume to continue", file=sys.stderr)
         return 128 + signal.SIGTERM
     if rank == 0:
         save_draft(draft, f"{args.out}/final")

@@ -4,8 +4,8 @@ normalised by the global count of supervised slots (numerators local, denominato
 
 Data order and anchor draws are functions of (seed, position), so a resumed run sees exactly what the
 uninterrupted run saw. SIGTERM (a scheduler's preemption, `timeout`, torchrun's shutdown) ends the run after the
-current step with a checkpoint, on every rank at the same step; `TrainResult.stopped` says so. Hidden states come
-from any `HiddenStateSource` (online target or offline store).
+current step with a checkpoint, on every rank at the same step, and raises `TrainingStopped`, so no caller mistakes
+the run for a finished one. Hidden states come from any `HiddenStateSource` (online target or offline store).
 """
 from __future__ import annotations
 
@@ -55,7 +55,16 @@ class TrainResult:
     history: tuple[StepMetrics, ...]
     checkpoint: Path | None
     seconds: float
-    stopped: bool = False  # SIGTERM ended the run early; `checkpoint` holds its last step, resume continues
+
+
+class TrainingStopped(Exception):
+    """SIGTERM ended training after `step` of `steps`; `checkpoint` (rank 0 with an output folder) holds that step,
+    and training again with resume continues from it. `history`: this call's metrics."""
+
+    def __init__(self, step: int, steps: int, checkpoint: Path | None, history: tuple[StepMetrics, ...]):
+        where = f"checkpoint {checkpoint}" if checkpoint is not None else "no checkpoint (no output folder)"
+        super().__init__(f"stopped by SIGTERM after step {step} of {steps}; {where}")
+        self.step, self.steps, self.checkpoint, self.history = step, steps, checkpoint, history
 
 
 class _Forward(nn.Module):
@@ -136,7 +145,8 @@ def _sigterm_requests():
 def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, out_dir: str | Path | None = None,
           resume: bool = False, progress: bool = True, stop_after: int | None = None) -> TrainResult:
     """Train `draft` (its embed / lm_head must be the target's, tied) and return the per-step metrics.
-    `stop_after` ends the run early after that many steps (as a kill would), keeping the schedule of `steps`."""
+    `stop_after` ends the run early after that many steps (as a kill would), keeping the schedule of `steps`.
+    Raises `TrainingStopped` after checkpointing when SIGTERM arrives."""
     with _sigterm_requests() as requests:
         return _train(draft, source, config, out_dir, resume, progress, stop_after, requests)
 
@@ -224,16 +234,15 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
             if config.save_every and (step + 1) % config.save_every == 0 and step + 1 < end and not stop:
                 save_checkpoint(out, draft, optimizer, scheduler, position, asdict(config))
         if stop:
-            logging.getLogger(__name__).warning("SIGTERM: stopped after step %d of %d, checkpointed; resume "
-                                                "continues", step + 1, config.steps)
             break
     bar.close()
     draft.eval()
     ckpt = None
     if out is not None and rank == 0:
         ckpt = save_checkpoint(out, draft, optimizer, scheduler, position, asdict(config))
-    stopped = bool(history) and history[-1].step < end
-    return TrainResult(tuple(history), ckpt, time.perf_counter() - began, stopped)
+    if history and history[-1].step < end:  # the loop broke: SIGTERM
+        raise TrainingStopped(history[-1].step, config.steps, ckpt, tuple(history))
+    return TrainResult(tuple(history), ckpt, time.perf_counter() - began)
 
 
 def _truncate_metrics(path: Path, step: int) -> None:
