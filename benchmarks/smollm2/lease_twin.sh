@@ -3,7 +3,8 @@
 # Both drafts train from scratch at once on one GPU (two processes) with the same data, batch, lr and step count, on
 # run 5's 23,240 regenerated sequences plus 30k new prompts of the 65k set. Measured there: two trainers on one GPU
 # get no more tokens/s together than one alone (36.5k + 40.1k vs 81k solo), so the drafts now train one after the
-# other unless TOGETHER=1 (run 6's way). PAIR="dspark unanchored" compares another pair of modes.
+# other unless TOGETHER=1 (run 6's way; with GPUS=2, on an `nvidia-h200-x2`, each draft gets a GPU of its own).
+# PAIR="dspark unanchored" compares another pair of modes.
 #
 #   bash benchmarks/smollm2/lease_twin.sh t1   # carry stage_a: wheel part 0
 #   bash benchmarks/smollm2/lease_twin.sh t2   # carry stage_b2: wheel part 1
@@ -25,12 +26,13 @@ set -euo pipefail
 source "$(dirname "$0")/lease_lib.sh"
 read -r -a MODES <<< "${PAIR:-dspark dflash}"
 export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True  # less fragmentation (run 6: two trainers, one GPU)
-CACHE=${CACHE:-$([ "${TOGETHER:-0}" = 1 ] && echo 14 || echo 50)}  # GiB of hidden states kept per trainer
+SHARED=$([ "${TOGETHER:-0}" = 1 ] && [ "${GPUS:-1}" = 1 ] && echo 1 || echo 0)  # two trainers on one GPU
+CACHE=${CACHE:-$([ $SHARED = 1 ] && echo 14 || echo 50)}  # GiB of hidden states kept per trainer
 
 plan_steps() {  # /root/steps: STEPS, or what TRAIN_S seconds buy for both drafts
     if [ -n "${STEPS:-}" ]; then echo "$STEPS" > /root/steps; return; fi
-    local probes=1 share=2  # one after the other: each draft gets half of TRAIN_S
-    [ "${TOGETHER:-0}" = 1 ] && probes=2 share=1
+    local probes=$(( SHARED + 1 )) share=2  # one after the other: each draft gets half of TRAIN_S
+    [ "${TOGETHER:-0}" = 1 ] && share=1
     for k in $(seq $probes); do
         $PY benchmarks/smollm2/train_speed.py --settings 32x256 --steps 60 --examples 256 --profile '' \
             > /root/probe$k.log 2>&1 &
@@ -45,20 +47,22 @@ EOF
     echo "steps: $(cat /root/steps)"
 }
 
-train_one() {  # train_one <mode> <seconds left>: from its last checkpoint; SIGTERM at the limit checkpoints
+train_one() {  # train_one <mode> <seconds left> [GPU]: from its last checkpoint; SIGTERM at the limit checkpoints
     [ "$2" -gt 30 ] || { echo "$1: no time left in this call"; return 0; }
     mkdir -p /root/o-$1
-    timeout -k 60 "$2" $PY $T --work /root/smol --out /root/o-$1 --stage train --modes $1 --resume \
+    CUDA_VISIBLE_DEVICES=${3:-0} timeout -k 60 "$2" $PY $T --work /root/smol --out /root/o-$1 --stage train --modes $1 --resume \
         --steps "$(cat /root/steps)" --batch "${BATCH:-32}" --lr "${LR:-2e-3}" --ce-weight 0.5 --l1-weight 0.5 \
         --attention "${ATTN:-flex}" --save-every "${SAVE:-100}" --hidden-cache-gib "$CACHE" ${EXTRA:-} \
         >> /root/train-$1.log 2>&1 || true
 }
 
 train_both_until() {  # train_both_until <seconds since the call began>: the unfinished drafts
+    local k=0
     for m in "${MODES[@]}"; do
+        k=$(( k + 1 ))
         [ -f /root/o-$m/summary.json ] && continue  # written only when the run has finished
         if [ "${TOGETHER:-0}" = 1 ]; then
-            train_one $m $(( $1 - SECONDS )) &
+            train_one $m $(( $1 - SECONDS )) $(( (k - 1) % ${GPUS:-1} )) &
         else
             train_one $m $(( $1 - SECONDS ))
         fi
