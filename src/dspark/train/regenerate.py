@@ -65,8 +65,9 @@ def regenerate(model, tokenizer, prompts: Sequence[Prompt], out: str | Path, *, 
             continue
         todo.append((prompt.id, ids))
     random.Random(seed).shuffle(todo)
-    todo = [item for w in range(0, len(todo), max(1, sort_window))  # similar lengths batch together: less padding
-            for item in sorted(todo[w: w + max(1, sort_window)], key=lambda item: len(item[1]))]
+    window = max(1, sort_window)
+    todo = [item for w in range(0, len(todo), window)  # similar lengths batch together: less padding
+            for item in sorted(todo[w: w + window], key=lambda item: len(item[1]))]
     success = failed = 0
     eos = tokenizer.eos_token_id
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos if eos is not None else 0)

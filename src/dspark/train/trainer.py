@@ -179,6 +179,7 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
     end = config.steps if stop_after is None else min(config.steps, position.step + stop_after)
     bar = tqdm(total=config.steps, initial=position.step, desc="training draft", disable=not progress or rank != 0)
     began = time.perf_counter()
+    stop = 0.0  # > 0 once any rank got SIGTERM
     draft.train()
     n = len(source)
     for step in range(position.step, end):
@@ -240,8 +241,8 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
     ckpt = None
     if out is not None and rank == 0:
         ckpt = save_checkpoint(out, draft, optimizer, scheduler, position, asdict(config))
-    if history and history[-1].step < end:  # the loop broke: SIGTERM
-        raise TrainingStopped(history[-1].step, config.steps, ckpt, tuple(history))
+    if stop and position.step < end:
+        raise TrainingStopped(position.step, config.steps, ckpt, tuple(history))
     return TrainResult(tuple(history), ckpt, time.perf_counter() - began)
 
 
