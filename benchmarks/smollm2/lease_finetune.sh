@@ -17,7 +17,9 @@
 #                                                  #   (or, when DEADLINE cut the training, f4 / f5 go on)
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s). STEPS, BATCH and LR must be the same
-# in f3–f5 (the cosine schedule is planned once); each call trains until DEADLINE seconds after it began.
+# in f3–f5 (the cosine schedule is planned once); each call trains until DEADLINE seconds after it began, then ships
+# the latest checkpoint's draft to $OUT (dspark-snapshot.part*, ~15 s: keep DEADLINE ≤ 575 in a 600 s call), since
+# a machine released between calls takes /root with it (run 7 lost 5,949 of 6,000 steps that way).
 # CPU dry run (small numbers): PY=.venv/bin/python STEPS=4 BATCH=1 LR=1e-4 SAVE=2 ATTN=sdpa EXTRA="--anchors 8"
 #   REGEN="--regen-max-new 8" EVAL="--eval-per-suite 1 --eval-max-new 8", with a few prompts in /root/stage/prompts.jsonl.
 set -euo pipefail
@@ -33,6 +35,7 @@ train_until() {  # train_until <seconds since the call began> [--resume]
     timeout -k 60 "$left" $PY $T "${TRAIN[@]}" "$@" >> /root/train.log 2>&1 || echo "train stopped (rc $?) at ${SECONDS}s"
     tail -n 3 /root/train.log
     tail -n 1 /root/smol/dspark/metrics.jsonl 2>/dev/null || true
+    snapshot dspark
 }
 
 evaluate_and_ship() {
@@ -72,7 +75,7 @@ f3)
         ${REGEN:-} 2>&1 | tail -n 4
     train_until "${DEADLINE:-560}" ;;
 f4)
-    train_until "${DEADLINE:-570}" --resume ;;
+    train_until "${DEADLINE:-575}" --resume ;;
 f5)
     train_until "${DEADLINE:-300}" --resume
     evaluate_and_ship ;;

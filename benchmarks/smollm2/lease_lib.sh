@@ -13,3 +13,10 @@ install_convert() {  # carry stage_b stage_d; parts 0 and 1 of the wheel already
     mkdir -p $OUT
     $PY $T --stage convert --work /root/smol --out /root/o 2>&1 | tail -n 1
 }
+
+snapshot() {  # snapshot <mode[,mode…]>: each unfinished run's latest checkpoint ships to $OUT as <mode>-snapshot.part*
+    # (~15 s): a machine released between calls then loses the optimiser state, not the training. Resume a lost run
+    # with `cat <mode>-snapshot.part* > model.safetensors` beside <mode>-snapshot-config.json (as config.json) + --init.
+    mkdir -p $OUT
+    $PY $T --work /root/smol --out $OUT --stage snapshot --modes "$1" 2>&1 | grep -a "snapshot " || true
+}

@@ -16,7 +16,8 @@
 #   bash benchmarks/smollm2/lease_twin.sh t6   # both train to the end, held-out eval of both, ship
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s). Each call trains until DEADLINE seconds
-# after it began. The step count is fixed once (the cosine schedule is planned over it): STEPS if given, else
+# after it began, then ships each unfinished draft's latest checkpoint to $OUT (<mode>-snapshot.part*, ~15 s each), so
+# a machine released between calls loses no training. The step count is fixed once (the cosine schedule is planned over it): STEPS if given, else
 # TRAIN_S (default 900, for all drafts together) over the probed step time, 10 % spare. The probe is synthetic
 # (`train_speed.py`): run 6's real steps took 1.9× its time, so prefer STEPS from the measured steps in
 # benchmarks/results/smollm2/ (run 6 alone on the GPU: 146–236 ms per step with a 14 GiB cache).
@@ -72,6 +73,7 @@ train_both_until() {  # train_both_until <seconds since the call began>: the unf
         echo "$m: $(tail -n 1 /root/smol/$m/metrics.jsonl 2>/dev/null | cut -c1-200)"
         grep -h "train $m" /root/train-$m.log | tail -n 1 | cut -c1-300 || true
     done
+    snapshot "$(IFS=,; echo "${MODES[*]}")"  # the unfinished drafts come back with this call
 }
 
 case "$1" in
@@ -93,9 +95,9 @@ t4)
     fi
     wc -l /root/smol/regen.jsonl
     plan_steps
-    train_both_until "${DEADLINE:-585}" ;;
+    train_both_until "${DEADLINE:-565}" ;;
 t5)
-    train_both_until "${DEADLINE:-590}" ;;
+    train_both_until "${DEADLINE:-565}" ;;
 t6)
     train_both_until "${DEADLINE:-330}"
     $PY $T --work /root/smol --out /root/o --stage eval --eval-prompts /root/stage/eval_prompts.jsonl ${EVAL:-} \

@@ -11,6 +11,7 @@ Stages, each resumable from files under --work (which survives between calls whi
             unanchored: DSpark heads on the DFlash layout) with the same data, batch and --steps (kept in train-plan.json, so the DFlash-mode twin can train in a later call);
             the loss is compiled with inductor on GPU
   assistant a 2-layer autoregressive assistant (SmolLM2's first layers, fine-tuned) for the assisted-generation peer
+  snapshot  the draft of each unfinished run's latest checkpoint, shipped (bf16 parts) to --out as {mode}-snapshot
   eval      held-out τ per suite at T=0 by greedy replay (exact engine rounds) and STS calibration of the confidence
             head (its calibration.json to --out; the bf16 drafts, split in <16 MiB parts, ship from the train stage)
 Prints a table and ends with one JSON line.
@@ -48,6 +49,7 @@ from dspark.train.data import load_prompts, read_examples, render_prompt  # noqa
 from dspark.train.hidden import OnlineHiddenStates  # noqa: E402
 from dspark.train.recipe import draft_config_from_target  # noqa: E402
 from dspark.train.regenerate import regenerate  # noqa: E402
+from dspark.train.state import STATE_JSON, latest_checkpoint  # noqa: E402
 from dspark.train.trainer import TrainingStopped, train  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -206,7 +208,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
                                  tokens_per_s=statistics.median(m["tokens_per_s"] for m in body))
         save_draft(draft, work / f"{mode}-draft")
         log(f"train {mode}: {results[mode]}")
-        ship(work, out, mode)  # weights come back with this call; the DSpark calibration follows in eval
+        ship(work / f"{mode}-draft", work, out, mode)  # back with this call; the calibration follows in eval
         if mode == "dspark" and steady:
             results["mfu"] = mfu_estimate(model, reference, batch, anchors, steady)  # at the median step
             if result.history and len(result.history) == steps:  # one uninterrupted call
@@ -339,16 +341,35 @@ def stage_assistant(work: Path, out: Path, seconds: float, batch: int) -> dict:
     return result
 
 
-def ship(work: Path, out: Path, mode: str) -> None:
-    """One bf16 draft (split into <16 MiB parts for the transfer back), its config and metrics."""
-    draft = load_draft(work / f"{mode}-draft", device="cpu").to(torch.bfloat16)
-    folder = work / f"ship-{mode}"
+def ship(draft_dir: Path, work: Path, out: Path, name: str, mode: str | None = None) -> None:
+    """One bf16 draft (split into <16 MiB parts for the transfer back) as out/{name}.part*, its config and the run's
+    metrics (`mode`: whose run, default `name`)."""
+    mode = mode or name
+    draft = load_draft(draft_dir, device="cpu").to(torch.bfloat16)
+    folder = work / f"ship-{name}"
     save_draft(draft, folder)
-    subprocess.run(["split", "-b", "15000000", "-d", str(folder / "model.safetensors"), str(out / f"{mode}.part")],
+    subprocess.run(["split", "-b", "15000000", "-d", str(folder / "model.safetensors"), str(out / f"{name}.part")],
                    check=True)
-    shutil.copy(folder / "config.json", out / f"{mode}-config.json")
+    shutil.copy(folder / "config.json", out / f"{name}-config.json")
     if (work / mode / "metrics.jsonl").is_file():  # absent when a run is shorter than its logging interval
-        shutil.copy(work / mode / "metrics.jsonl", out / f"{mode}-metrics.jsonl")
+        shutil.copy(work / mode / "metrics.jsonl", out / f"{name}-metrics.jsonl")
+
+
+def stage_snapshot(work: Path, out: Path, modes: tuple[str, ...]) -> dict:
+    """Ship the draft of each unfinished run's latest checkpoint as out/{mode}-snapshot.part*: a call cut by its time
+    limit then brings its weights back, so a machine released before the next call loses the optimiser state but not
+    the training (fine-tune the snapshot with --init). A finished run (its checkpoint at the planned step count) has
+    shipped its draft from the train stage and is skipped."""
+    shipped = {}
+    for mode in modes:
+        ckpt = latest_checkpoint(work / mode)
+        state = json.loads((ckpt / STATE_JSON).read_text()) if ckpt else None
+        if state is None or state["position"]["step"] >= state["train_config"]["steps"]:
+            continue
+        ship(ckpt / "draft", work, out, f"{mode}-snapshot", mode)
+        shipped[mode] = ckpt.name
+        log(f"snapshot {mode}: {ckpt.name}")
+    return {"snapshot": shipped}
 
 
 def main() -> None:
@@ -412,6 +433,8 @@ def main() -> None:
                                            args.hidden_cache_gib)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
+        elif stage == "snapshot":
+            summary.update(stage_snapshot(args.work, args.out, tuple(args.modes.split(","))))
         elif stage == "eval":
             summary.update(stage_eval(args.work, args.eval_prompts, args.out, args.eval_max_new, args.eval_per_suite))
         summary[f"{stage}_wall_s"] = time.perf_counter() - began
