@@ -17,10 +17,10 @@
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s). Each call trains until DEADLINE seconds
 # after it began, then ships each unfinished draft's latest checkpoint to $OUT (<mode>-snapshot.part*, ~15 s each), so
-# a machine released between calls loses no training. The step count is fixed once (the cosine schedule is planned over it): STEPS if given, else
-# TRAIN_S (default 900, for all drafts together) over the probed step time, 10 % spare. The probe is synthetic
-# (`train_speed.py`): run 6's real steps took 1.9× its time, so prefer STEPS from the measured steps in
-# benchmarks/results/smollm2/ (run 6 alone on the GPU: 146–236 ms per step with a 14 GiB cache).
+# a machine released between calls loses no training. The step count is fixed once (the cosine schedule is planned
+# over it): STEPS if given, else TRAIN_S (default 900, for all drafts together) over the probed step time, 10 %
+# spare. The probe is synthetic (`train_speed.py`): run 6's real steps took 1.9× its time, so prefer STEPS from the
+# measured steps in benchmarks/results/smollm2/ (run 6 alone on the GPU: 146–236 ms per step with a 14 GiB cache).
 # CPU dry run of t5 + t6 (SmolLM2 converted at /root/smol/model, regen.jsonl there): PY=.venv/bin/python STEPS=4
 #   BATCH=1 SAVE=2 ATTN=sdpa CACHE=0 EXTRA="--anchors 8" EVAL="--eval-per-suite 1 --eval-max-new 8"
 set -euo pipefail

@@ -341,10 +341,10 @@ def stage_assistant(work: Path, out: Path, seconds: float, batch: int) -> dict:
     return result
 
 
-def ship(draft_dir: Path, work: Path, out: Path, name: str, mode: str | None = None) -> None:
-    """One bf16 draft (split into <16 MiB parts for the transfer back) as out/{name}.part*, its config and the run's
-    metrics (`mode`: whose run, default `name`)."""
-    mode = mode or name
+def ship(draft_dir: Path, work: Path, out: Path, mode: str, suffix: str = "") -> None:
+    """One bf16 draft (split into <16 MiB parts for the transfer back) as out/{mode}{suffix}.part*, its config and the
+    metrics of the mode's run."""
+    name = mode + suffix
     draft = load_draft(draft_dir, device="cpu").to(torch.bfloat16)
     folder = work / f"ship-{name}"
     save_draft(draft, folder)
@@ -366,7 +366,7 @@ def stage_snapshot(work: Path, out: Path, modes: tuple[str, ...]) -> dict:
         state = json.loads((ckpt / STATE_JSON).read_text()) if ckpt else None
         if state is None or state["position"]["step"] >= state["train_config"]["steps"]:
             continue
-        ship(ckpt / "draft", work, out, f"{mode}-snapshot", mode)
+        ship(ckpt / "draft", work, out, mode, "-snapshot")
         shipped[mode] = ckpt.name
         log(f"snapshot {mode}: {ckpt.name}")
     return {"snapshot": shipped}
