@@ -3,8 +3,11 @@
 # target's hidden states kept on the GPU after their first pass (`--hidden-cache-gib`), on ~23k regenerated sequences.
 #
 #   bash benchmarks/smollm2/lease_finetune.sh f1   # carry stage_a: wheel part 0; the training-speed benchmark
-#   bash benchmarks/smollm2/lease_finetune.sh f2   # carry stage_b2: wheel part 1, prompts23k.jsonl.gz
-#   bash benchmarks/smollm2/lease_finetune.sh f3   # carry stage_b stage_d: install, convert, regenerate, pack, train
+#   bash benchmarks/smollm2/lease_finetune.sh f2   # carry stage_b2: wheel part 1 (and prompts*.jsonl.gz if there)
+#   bash benchmarks/smollm2/lease_finetune.sh fp   # carry stage_p: prompts.jsonl.xz (a prompt set too big to ride
+#                                                  #   with a wheel part)
+#   bash benchmarks/smollm2/lease_finetune.sh f3   # carry stage_b stage_d: install, convert, regenerate (until
+#                                                  #   REGEN_UNTIL s into the call), pack, train
 #   bash benchmarks/smollm2/lease_finetune.sh f4   # train on (--resume)
 #   bash benchmarks/smollm2/lease_finetune.sh f5   # train to the end (--resume), held-out eval, ship
 # or, with the regenerated data already here (git-ignored $DATA/regen.jsonl.gz.part*, packed by f3 or lease_twin.sh
@@ -38,6 +41,22 @@ train_until() {  # train_until <seconds since the call began> [--resume]
     snapshot dspark
 }
 
+regen_until() {  # regen_until <seconds since the call began>: the batch engine, then HF generate if it fails;
+    # cut by the deadline, the examples written so far are a random sample of the prompts (resumable)
+    local rc=0
+    timeout -k 20 $(( $1 - SECONDS )) $PY $T --stage regen --work /root/smol --out /root/o \
+        --prompts /root/stage/prompts.jsonl ${REGEN:-} > /root/regen.log 2>&1 || rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $(( $1 - SECONDS )) -gt 30 ]; then
+        tail -n 5 /root/regen.log; echo "regen with the batch engine failed (rc $rc): HF generate for the rest"
+        timeout -k 20 $(( $1 - SECONDS )) $PY $T --stage regen --work /root/smol --out /root/o \
+            --prompts /root/stage/prompts.jsonl --regen-static-batch 0 ${REGEN:-} >> /root/regen.log 2>&1 || true
+    fi
+    grep -a "regen:" /root/regen.log || tail -n 3 /root/regen.log
+    $PY -c "import sys; p = sys.argv[1]; b = open(p, 'rb').read(); open(p, 'wb').write(b[: b.rfind(b'\\n') + 1])" \
+        /root/smol/regen.jsonl  # a line half-written when the deadline struck goes
+    echo "regenerated: $(wc -l < /root/smol/regen.jsonl) examples at ${SECONDS}s"
+}
+
 evaluate_and_ship() {
     $PY $T --work /root/smol --out /root/o --stage eval --eval-prompts /root/stage/eval_prompts.jsonl \
         ${EVAL:-} > /root/eval.log 2>&1 || true
@@ -67,18 +86,26 @@ f1)
     $PY benchmarks/smollm2/train_speed.py --settings "${SETTINGS:-8x256,8x256c,32x256c,48x256c}" --steps 60 --examples 256 \
         --profile 32x256c 2>&1 | grep -v -i warn | tail -n 75 ;;
 f2)
-    cp stage_b2/smol.part01 /root/stage/ && gunzip -c stage_b2/prompts23k.jsonl.gz > /root/stage/prompts.jsonl
-    wc -l /root/stage/prompts.jsonl ;;
+    cp stage_b2/smol.part01 /root/stage/
+    for g in stage_b2/prompts*.jsonl.gz; do [ -f "$g" ] && gunzip -c "$g" > /root/stage/prompts.jsonl; done
+    wc -l /root/stage/prompts.jsonl 2>/dev/null || true ;;
+fp)
+    mkdir -p /root/stage && $PY -c "import lzma, sys; sys.stdout.buffer.write(lzma.open('stage_p/prompts.jsonl.xz').read())" \
+        > /root/stage/prompts.jsonl && wc -l /root/stage/prompts.jsonl ;;
 f3)
     install_convert
-    $PY $T --stage regen,pack --work /root/smol --out $OUT --prompts /root/stage/prompts.jsonl \
-        ${REGEN:-} 2>&1 | tail -n 4
+    regen_until "${REGEN_UNTIL:-400}"
+    $PY $T --stage pack --work /root/smol --out $OUT 2>&1 | tail -n 1
     train_until "${DEADLINE:-560}" ;;
 f4)
     train_until "${DEADLINE:-575}" --resume ;;
-f5)
+f5)  # finishes the run, or evaluates its latest checkpoint when DEADLINE comes first
     train_until "${DEADLINE:-300}" --resume
+    if [ ! -d /root/smol/dspark-draft ]; then
+        cp -r "/root/smol/dspark/$(cat /root/smol/dspark/latest)/draft" /root/smol/dspark-draft
+        echo "evaluating the unfinished run's checkpoint $(cat /root/smol/dspark/latest)"
+    fi
     evaluate_and_ship ;;
 *)
-    echo "usage: $0 f1|f2|f3|f4|f5|g1|g2|gd|g3" >&2; exit 2 ;;
+    echo "usage: $0 f1|f2|fp|f3|f4|f5|g1|g2|gd|g3" >&2; exit 2 ;;
 esac

