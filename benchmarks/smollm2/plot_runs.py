@@ -1,5 +1,6 @@
 """Plot the SmolLM2 draft's training runs: analytic τ on the training blocks against sequences seen (run 5 continues
-run 4's B, so its curve starts where B's ends), and held-out τ per suite for runs 3, 4 (B) and 5 (`runs.png`); and
+run 4's B and run 8 continues run 5, so their curves start where the earlier run ends), and held-out τ per suite for
+runs 3, 4 (B), 5 and 8 (`runs.png`); and
 the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4 and 6, and run 6's
 conditional acceptance per drafted position (`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
 
@@ -18,9 +19,11 @@ RUNS = {  # name: (metrics file, sequences per step, sequences seen before the r
     "run 3 (0.1 CE / 0.9 L1, batch 8)": ("metrics-dspark.jsonl", 8, 0),
     "run 4 B (0.5 / 0.5, batch 8)": ("run4/B/dspark-metrics.jsonl", 8, 0),
     "run 5 (from run 4 B, batch 32, cached hidden states)": ("run5/dspark-metrics.jsonl", 32, 56_000),
+    "run 8 (from run 5, 68k sequences)": ("run8/dspark-metrics.jsonl", 32, 56_000 + 2_800 * 32),
 }
 HELD_OUT = {"run 3": ("summary.json", "dspark"), "run 4 B": ("run4/B/summary.json", "dspark"),
-            "run 5": ("run5/summary.json", "dspark"), "run 3 DFlash-mode twin": ("summary.json", "dflash")}
+            "run 5": ("run5/summary.json", "dspark"), "run 8": ("run8/summary.json", "dspark"),
+            "run 3 DFlash-mode twin": ("summary.json", "dflash")}
 
 
 TWINS = {  # same-budget pairs: (DSpark summary, DFlash-mode summary), each with held-out τ under "eval"
@@ -81,11 +84,12 @@ def main() -> None:
         curve.plot([start + r["step"] * per_step for r in rows], _smooth([r["tau"] for r in rows]), label=label)
     curve.set_xlabel("training sequences seen")
     curve.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:.0f}k")
-    suites, width = None, 0.2
+    suites, width = None, 0.8 / len(HELD_OUT)
     for k, (label, (name, mode)) in enumerate(HELD_OUT.items()):
         taus = _taus(name, mode)
         suites = suites or list(taus)
-        bars.bar([i + (k - 1.5) * width for i in range(len(suites))], [taus[s] for s in suites], width, label=label)
+        offset = (k - (len(HELD_OUT) - 1) / 2) * width
+        bars.bar([i + offset for i in range(len(suites))], [taus[s] for s in suites], width, label=label)
     bars.set_xticks(range(len(suites)), suites)
     _finish(fig, {curve: "analytic τ on the training blocks (smoothed)",
                   bars: "held-out τ (40 prompts, T=0, block 7)"},
