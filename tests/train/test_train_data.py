@@ -98,6 +98,25 @@ def test_static_engine_regeneration_gives_the_same_greedy_responses_as_hf_genera
     assert 30 in lengths  # a prompt whose response was cut by max_length is among them
 
 
+def test_train_regenerate_cli_with_static_batch_writes_what_hf_batches_write(tmp_path, capsys):
+    from dspark.cli import main
+
+    model = tiny_target("llama", vocab_size=len(WORDS), seed=0)
+    model.generation_config.eos_token_id = None
+    model.save_pretrained(tmp_path / "target")
+    word_tokenizer().save_pretrained(tmp_path / "target")
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"id": str(i), "prompt": f"w{i} w{i + 3}"}) + "\n"
+                                              for i in range(5)))
+    common = ["train", "regenerate", "--target", str(tmp_path / "target"), "--prompts", str(tmp_path / "p.jsonl"),
+              "--max-new-tokens", "6", "--max-length", "64"]
+    assert main([*common, "--out", str(tmp_path / "hf.jsonl")]) == 0
+    assert main([*common, "--out", str(tmp_path / "static.jsonl"), "--static-batch", "2"]) == 0
+    counts = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [(c["success"], c["failed"]) for c in counts] == [(5, 0), (5, 0)]
+    hf, static = (sorted(read_examples(tmp_path / name), key=lambda e: e.id) for name in ("hf.jsonl", "static.jsonl"))
+    assert static == hf and all(len(e.input_ids) == 2 + 6 for e in hf)
+
+
 def test_regeneration_batches_by_token_budget_and_halves_a_batch_that_fails(tmp_path):
     model = tiny_target("llama", vocab_size=len(WORDS), seed=0)
     model.generation_config.eos_token_id = None
