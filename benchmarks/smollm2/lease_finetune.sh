@@ -42,22 +42,6 @@ train_until() {  # train_until <seconds since the call began> [--resume]
     snapshot dspark
 }
 
-regen_until() {  # regen_until <seconds since the call began>: the batch engine, then HF generate if it fails;
-    # cut by the deadline, the examples written so far are a random sample of the prompts (resumable)
-    local rc=0
-    timeout -k 20 $(( $1 - SECONDS )) $PY $T --stage regen --work /root/smol --out /root/o \
-        --prompts /root/stage/prompts.jsonl ${REGEN:-} > /root/regen.log 2>&1 || rc=$?
-    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $(( $1 - SECONDS )) -gt 30 ]; then
-        tail -n 5 /root/regen.log; echo "regen with the batch engine failed (rc $rc): HF generate for the rest"
-        timeout -k 20 $(( $1 - SECONDS )) $PY $T --stage regen --work /root/smol --out /root/o \
-            --prompts /root/stage/prompts.jsonl --regen-static-batch 0 ${REGEN:-} >> /root/regen.log 2>&1 || true
-    fi
-    grep -a "regen:" /root/regen.log || tail -n 3 /root/regen.log
-    $PY -c "import sys; p = sys.argv[1]; b = open(p, 'rb').read(); open(p, 'wb').write(b[: b.rfind(b'\\n') + 1])" \
-        /root/smol/regen.jsonl  # a line half-written when the deadline struck goes
-    echo "regenerated: $(wc -l < /root/smol/regen.jsonl) examples at ${SECONDS}s"
-}
-
 evaluate_and_ship() {
     $PY $T --work /root/smol --out /root/o --stage eval --eval-prompts /root/stage/eval_prompts.jsonl \
         ${EVAL:-} > /root/eval.log 2>&1 || true
@@ -91,8 +75,7 @@ f2)
     for g in stage_b2/prompts*.jsonl.gz; do [ -f "$g" ] && gunzip -c "$g" > /root/stage/prompts.jsonl; done
     wc -l /root/stage/prompts.jsonl 2>/dev/null || true ;;
 fp)
-    mkdir -p /root/stage && $PY -c "import lzma, sys; sys.stdout.buffer.write(lzma.open('stage_p/prompts.jsonl.xz').read())" \
-        > /root/stage/prompts.jsonl && wc -l /root/stage/prompts.jsonl ;;
+    unpack_prompts stage_p/prompts.jsonl.xz ;;
 f3)
     install_convert
     regen_until "${REGEN_UNTIL:-400}"

