@@ -10,7 +10,8 @@
 #   bash benchmarks/smollm2/lease_finetune.sh f3   # carry stage_b stage_d: install, convert, regenerate (until
 #                                                  #   REGEN_UNTIL s into the call), pack, train
 #   bash benchmarks/smollm2/lease_finetune.sh f4   # train on (--resume)
-#   bash benchmarks/smollm2/lease_finetune.sh f5   # train to the end (--resume), held-out eval, ship
+#   bash benchmarks/smollm2/lease_finetune.sh f5   # train to the end (--resume), held-out eval, ship (SPEED_S=230:
+#                                                  #   and the speed benchmark of the new draft)
 # or, with the regenerated data already here (git-ignored $DATA/regen.jsonl.gz.part*, packed by f3 or lease_twin.sh
 # t4; DATA defaults to stage_f, run 5's 23,240 sequences; stage_h holds run 6's 49,181):
 #   bash benchmarks/smollm2/lease_finetune.sh g1   # carry stage_a: wheel part 0
@@ -83,13 +84,22 @@ f3)
     train_until "${DEADLINE:-560}" ;;
 f4)
     train_until "${DEADLINE:-575}" --resume ;;
-f5)  # finishes the run, or evaluates its latest checkpoint when DEADLINE comes first
+f5)  # finishes the run, or evaluates its latest checkpoint when DEADLINE comes first; SPEED_S > 0: then the speed
+    #   benchmark of the new draft (benchmarks/speed/throughput_h200.py, SPEED_METHODS, that many seconds)
     train_until "${DEADLINE:-300}" --resume
     if [ ! -d /root/smol/dspark-draft ]; then
         cp -r "/root/smol/dspark/$(cat /root/smol/dspark/latest)/draft" /root/smol/dspark-draft
         echo "evaluating the unfinished run's checkpoint $(cat /root/smol/dspark/latest)"
     fi
-    evaluate_and_ship ;;
+    evaluate_and_ship
+    if [ "${SPEED_S:-0}" -gt 0 ]; then
+        mkdir -p /root/dspark-bench && ln -sfn /root/smol/model /root/dspark-bench/smollm2
+        $PY benchmarks/speed/throughput_h200.py --draft /root/smol/dspark-draft --prompts /root/stage/eval_prompts.jsonl \
+            --methods "${SPEED_METHODS:-plain,dspark}" --deadline "$SPEED_S" --method-budget 30 --out /root/speed \
+            > /root/speed.log 2>&1 || true
+        tail -n 25 /root/speed.log
+        mkdir -p /root/speed && cp /root/speed.log /root/speed/ && tar -C /root -cf $OUT/speed.tar speed
+    fi ;;
 *)
     echo "usage: $0 f1|f2|fp|f3|f4|f5|g1|g2|gd|g3" >&2; exit 2 ;;
 esac
