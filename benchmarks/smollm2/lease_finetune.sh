@@ -38,6 +38,7 @@ train_until() {  # train_until <seconds since the call began> [--resume]
     local left=$(( $1 - SECONDS )); shift
     mkdir -p /root/o
     timeout -k 60 "$left" $PY $T "${TRAIN[@]}" "$@" >> /root/train.log 2>&1 || echo "train stopped (rc $?) at ${SECONDS}s"
+    [ ! -f /root/o/summary.json ] || cp /root/o/summary.json /root/o/train-summary.json  # eval writes summary.json too
     tail -n 3 /root/train.log
     tail -n 1 /root/smol/dspark/metrics.jsonl 2>/dev/null || true
     snapshot dspark
