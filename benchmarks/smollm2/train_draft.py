@@ -160,18 +160,19 @@ def _new_draft(model, mode: str, init: Path | None = None) -> DSparkDraft:
 def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0, lr: float = 6e-4,
                 modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager", attention: str = "auto",
                 save_every: int = 0, resume: bool = False, dspark_weights: dict | None = None,
-                init: Path | None = None, cache_gib: float = 0) -> dict:
+                init: Path | None = None, cache_gib: float = 0, group: int = 0) -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
     dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)
     `save_every` + `resume`: a run cut by the call's time limit continues from its last checkpoint in the next call.
     `dspark_weights`: CE / L1 weights of the DSpark loss when not the paper's 0.1 / 0.9. `init`: fine-tune the
     draft folder there instead of a fresh draft (one mode per call then). `cache_gib`: GPU memory for the target's
-    hidden states after their first pass (later epochs then skip the target; the cache lives for this call)."""
+    hidden states after their first pass (later epochs then skip the target; the cache lives for this call). `group`:
+    micro-batches of similar lengths (TrainConfig.group_by_length; keep it the same across the calls of one run)."""
     model, _ = load_target(work, torch.bfloat16)
     examples = read_examples(work / "regen.jsonl", max_length=1024)
     base = dict(lr=lr, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10,
-                loss_backend=backend, attention=attention, save_every=save_every)
+                loss_backend=backend, attention=attention, save_every=save_every, group_by_length=group)
     plan_file = work / "train-plan.json"
     results = {}
     reference = _new_draft(model, "dspark")  # the shape the MFU estimate counts
@@ -183,7 +184,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
         raise SystemExit("give --steps (no train-plan.json from an earlier train call in --work)")
     if not resume:
         write_json(plan_file, {"steps": steps, "lr": lr, "batch": batch, "anchors": anchors, "loss_backend": backend,
-                               "attention": attention, **(dspark_weights or {})})
+                               "attention": attention, "group_by_length": group, **(dspark_weights or {})})
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in modes:
         draft = _new_draft(model, mode, init)
@@ -407,6 +408,8 @@ def main() -> None:
                         help="torch.compile backend for the training loss (eager: none)")
     parser.add_argument("--assistant-seconds", type=float, default=60)
     parser.add_argument("--anchors", type=int, default=256)
+    parser.add_argument("--group-by-length", type=int, default=64,
+                        help="train: sort windows of this many batches by length (less padding; 0: runs 2-8's order)")
     parser.add_argument("--hidden-cache-gib", type=float, default=50 if DEVICE == "cuda" else 0,
                         help="train: GPU memory that keeps the target's hidden states after their first pass")
     parser.add_argument("--eval-max-new", type=int, default=256)
@@ -433,7 +436,7 @@ def main() -> None:
                                            tuple(args.modes.split(",")), args.loss_backend, args.attention,
                                            args.save_every, args.resume,
                                            {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight}, args.init,
-                                           args.hidden_cache_gib)
+                                           args.hidden_cache_gib, args.group_by_length)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "snapshot":

@@ -239,11 +239,14 @@ class TrainConfig:
     bf16: bool | None = None  # None: bf16 autocast on CUDA, fp32 elsewhere
     loss_backend: str = "eager"  # or a torch.compile backend ("inductor" fuses the vocabulary-wide loss on GPU)
     attention: str = "auto"  # block attention: "sdpa" (dense mask), "flex" (block mask), "auto" (flex on CUDA)
+    group_by_length: int = 0  # > 0: micro-batches of similar lengths, sorted in windows of this many (train/order.py)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "betas", tuple(self.betas))
         if min(self.steps, self.batch_size, self.grad_accum, self.num_anchors) < 1:
             raise ConfigError("steps, batch_size, grad_accum and num_anchors must be >= 1")
+        if self.group_by_length < 0:
+            raise ConfigError("group_by_length must be >= 0 (0: a plain random order)")
         if not 0 <= self.warmup_ratio < 1:
             raise ConfigError("warmup_ratio must be in [0, 1)")
         if self.lr <= 0:

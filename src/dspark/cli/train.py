@@ -64,6 +64,9 @@ def register(parser: argparse.ArgumentParser) -> None:
                      help="block attention: FlexAttention block mask on CUDA (auto), or SDPA with a dense mask")
     fit.add_argument("--loss-backend", default="eager",
                      help="torch.compile backend for the vocabulary-wide loss ('inductor' on GPU; default eager)")
+    fit.add_argument("--group-by-length", type=int, default=0, metavar="WINDOW",
+                     help="micro-batches of similar lengths: sort windows of WINDOW micro-batches by length, shuffle "
+                          "the batches (less padding; 0: a plain random order)")
     fit.add_argument("--hidden-cache-gib", type=float, default=0,
                      help="online: keep the target's hidden states in this much memory after their first pass, so "
                           "later epochs skip the target (on a GPU a small target's launches, not its FLOPs, bound a "
@@ -157,7 +160,8 @@ def _fit(args) -> int:
     make = TrainConfig.dflash if args.mode == "dflash" else TrainConfig
     config = make(steps=args.steps, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
                   num_anchors=args.num_anchors, max_length=args.max_length, save_every=args.save_every,
-                  seed=args.seed, loss_backend=args.loss_backend, attention=args.attention)
+                  seed=args.seed, loss_backend=args.loss_backend, attention=args.attention,
+                  group_by_length=args.group_by_length)
     try:
         result = train(draft, source, config, args.out, resume=args.resume)
     except TrainingStopped as stopped:  # no final draft from an unfinished run

@@ -44,6 +44,16 @@ def get_batch(source: HiddenStateSource, indices: Sequence[int]) -> HiddenStates
     return pad_batch([source.get(i) for i in indices])
 
 
+def source_lengths(source: HiddenStateSource) -> list[int] | None:
+    """Each example's sequence length when the source knows it without computing hidden states (online: its
+    examples; offline: its index), else None."""
+    if isinstance(source, OnlineHiddenStates):
+        return [len(ex.input_ids) for ex in source.examples]
+    if isinstance(source, OfflineHiddenStates):
+        return [int(entry["length"]) for entry in source.index["examples"]]
+    return None
+
+
 def pad_batch(items: Sequence[HiddenStates]) -> HiddenStates:
     if len(items) == 1:
         return items[0]

@@ -29,8 +29,9 @@ from dspark.config import ConfigError, TrainConfig
 from dspark.model.draft import DSparkDraft
 from dspark.train.blocks import build_blocks, sample_anchors
 from dspark.train.forward import draft_forward, teacher_logits
-from dspark.train.hidden import HiddenStateSource, get_batch
+from dspark.train.hidden import HiddenStateSource, get_batch, source_lengths
 from dspark.train.loss import LossWeights, dspark_loss, slot_terms_fn
+from dspark.train.order import DataOrder
 from dspark.train.state import Position, latest_checkpoint, load_checkpoint, save_checkpoint
 
 METRICS = "metrics.jsonl"
@@ -111,10 +112,6 @@ def _world() -> tuple[int, int]:
     return 0, 1
 
 
-def _order(n: int, seed: int, epoch: int) -> torch.Tensor:
-    return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
-
-
 def _schedule(config: TrainConfig):
     warmup = int(config.warmup_ratio * config.steps)
 
@@ -181,14 +178,15 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
     began = time.perf_counter()
     stop = 0.0  # > 0 once any rank got SIGTERM
     draft.train()
-    n = len(source)
+    order = DataOrder(len(source), config.seed, config.batch_size, config.group_by_length,
+                      source_lengths(source) if config.group_by_length else None)
     for step in range(position.step, end):
         tick = time.perf_counter()
         micro = []
         for a in range(config.grad_accum):
             first = position.consumed + (a * world + rank) * config.batch_size  # global sequence counter
             seqs = range(first, first + config.batch_size)
-            hs = get_batch(source, [int(_order(n, config.seed, q // n)[q % n]) for q in seqs])
+            hs = get_batch(source, [order[q] for q in seqs])
             s = min(hs.input_ids.shape[1], config.max_length)
             gen = torch.Generator().manual_seed(config.seed * 7_919 + first)
             anchors, keep = sample_anchors(hs.loss_mask[:, :s].cpu(), config.num_anchors, gen)  # CPU: no sync
