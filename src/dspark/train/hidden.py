@@ -44,16 +44,6 @@ def get_batch(source: HiddenStateSource, indices: Sequence[int]) -> HiddenStates
     return pad_batch([source.get(i) for i in indices])
 
 
-def source_lengths(source: HiddenStateSource) -> list[int] | None:
-    """Each example's sequence length when the source knows it without computing hidden states (online: its
-    examples; offline: its index), else None."""
-    if isinstance(source, OnlineHiddenStates):
-        return [len(ex.input_ids) for ex in source.examples]
-    if isinstance(source, OfflineHiddenStates):
-        return [int(entry["length"]) for entry in source.index["examples"]]
-    return None
-
-
 def pad_batch(items: Sequence[HiddenStates]) -> HiddenStates:
     if len(items) == 1:
         return items[0]
@@ -79,6 +69,10 @@ class OnlineHiddenStates:
 
     def __len__(self) -> int:
         return len(self.examples)
+
+    def lengths(self) -> list[int]:
+        """Each example's sequence length (no target pass)."""
+        return [len(ex.input_ids) for ex in self.examples]
 
     def get(self, index: int) -> HiddenStates:
         return self.get_padded([index])
@@ -170,6 +164,10 @@ class OfflineHiddenStates:
 
     def __len__(self) -> int:
         return len(self.index["examples"])
+
+    def lengths(self) -> list[int]:
+        """Each example's sequence length, from the index."""
+        return [int(entry["length"]) for entry in self.index["examples"]]
 
     def get(self, index: int) -> HiddenStates:
         entry = self.index["examples"][index]

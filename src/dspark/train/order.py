@@ -42,7 +42,8 @@ class DataOrder:
         span, b = self.window * self.batch_size, self.batch_size
         grouped = torch.cat([chunk[torch.argsort(self.lengths[chunk], stable=True)]  # shortest first in a window
                              for chunk in order.split(span)])
-        # micro-batches start where the global counter is a multiple of b: this epoch's first one is `head` in
+        # micro-batches start where the global counter is a multiple of b, so this epoch's first whole one starts
+        # `head` items in; the items before it (and after the last whole one) share a batch with the next epoch
         head = -(epoch * self.n) % b
         units = (self.n - head) // b
         body = grouped[head: head + units * b].view(units, b)

@@ -29,7 +29,7 @@ from dspark.config import ConfigError, TrainConfig
 from dspark.model.draft import DSparkDraft
 from dspark.train.blocks import build_blocks, sample_anchors
 from dspark.train.forward import draft_forward, teacher_logits
-from dspark.train.hidden import HiddenStateSource, get_batch, source_lengths
+from dspark.train.hidden import HiddenStateSource, get_batch
 from dspark.train.loss import LossWeights, dspark_loss, slot_terms_fn
 from dspark.train.order import DataOrder
 from dspark.train.state import Position, latest_checkpoint, load_checkpoint, save_checkpoint
@@ -178,8 +178,9 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
     began = time.perf_counter()
     stop = 0.0  # > 0 once any rank got SIGTERM
     draft.train()
+    lengths = getattr(source, "lengths", None)  # online and offline sources know them; others need no grouping
     order = DataOrder(len(source), config.seed, config.batch_size, config.group_by_length,
-                      source_lengths(source) if config.group_by_length else None)
+                      lengths() if config.group_by_length and lengths else None)
     for step in range(position.step, end):
         tick = time.perf_counter()
         micro = []
