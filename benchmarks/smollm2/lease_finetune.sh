@@ -37,7 +37,9 @@ TRAIN=(--work /root/smol --out /root/o --stage train --modes dspark --init $INIT
 train_until() {  # train_until <seconds since the call began> [--resume]
     local left=$(( $1 - SECONDS )); shift
     mkdir -p /root/o
-    timeout -k 60 "$left" $PY $T "${TRAIN[@]}" "$@" >> /root/train.log 2>&1 || echo "train stopped (rc $?) at ${SECONDS}s"
+    # the trainer stops itself 20 s early (--stop-by, a checkpoint of its last step); timeout is the backstop
+    timeout -k 60 "$left" $PY $T "${TRAIN[@]}" --stop-by $(( $(date +%s) + left - 20 )) "$@" >> /root/train.log 2>&1 \
+        || echo "train stopped (rc $?) at ${SECONDS}s"
     [ ! -f /root/o/summary.json ] || cp /root/o/summary.json /root/o/train-summary.json  # eval writes summary.json too
     tail -n 3 /root/train.log
     tail -n 1 /root/smol/dspark/metrics.jsonl 2>/dev/null || true
@@ -51,7 +53,7 @@ evaluate_and_ship() {
     mkdir -p $OUT
     cp /root/train.log /root/eval.log /root/o/ 2>/dev/null || true
     cp /root/smol/dspark/metrics.jsonl /root/o/dspark-metrics.jsonl 2>/dev/null || true
-    for p in /root/o/dspark.part*; do mv "$p" "$OUT/"; done
+    for p in /root/o/dspark.part*; do [ ! -e "$p" ] || mv "$p" "$OUT/"; done  # none when the run was cut (f5)
     tar -C /root -cf $OUT/meta.tar o
     ls -la $OUT
 }

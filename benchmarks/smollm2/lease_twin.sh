@@ -50,10 +50,12 @@ EOF
     echo "steps: $(cat /root/steps)"
 }
 
-train_one() {  # train_one <mode> <seconds left> [GPU]: from its last checkpoint; SIGTERM at the limit checkpoints
+train_one() {  # train_one <mode> <seconds left> [GPU]: from its last checkpoint; it stops itself 20 s before the
+    # limit with a checkpoint (--stop-by), and SIGTERM at the limit is the backstop
     [ "$2" -gt 30 ] || { echo "$1: no time left in this call"; return 0; }
     mkdir -p /root/o-$1
     CUDA_VISIBLE_DEVICES=${3:-0} timeout -k 60 "$2" $PY $T --work /root/smol --out /root/o-$1 --stage train \
+        --stop-by $(( $(date +%s) + $2 - 20 )) \
         --modes $1 --resume --steps "$(cat /root/steps)" --batch "${BATCH:-32}" --lr "${LR:-2e-3}" --ce-weight 0.5 --l1-weight 0.5 \
         --attention "${ATTN:-flex}" --save-every "${SAVE:-100}" --hidden-cache-gib "$CACHE" ${EXTRA:-} \
         >> /root/train-$1.log 2>&1 || true

@@ -160,7 +160,7 @@ def _new_draft(model, mode: str, init: Path | None = None) -> DSparkDraft:
 def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0, lr: float = 6e-4,
                 modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager", attention: str = "auto",
                 save_every: int = 0, resume: bool = False, dspark_weights: dict | None = None,
-                init: Path | None = None, cache_gib: float = 0, group: int = 0) -> dict:
+                init: Path | None = None, cache_gib: float = 0, group: int = 0, stop_by: float | None = None) -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
     dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)
@@ -168,7 +168,9 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     `dspark_weights`: CE / L1 weights of the DSpark loss when not the paper's 0.1 / 0.9. `init`: fine-tune the
     draft folder there instead of a fresh draft (one mode per call then). `cache_gib`: GPU memory for the target's
     hidden states after their first pass (later epochs then skip the target; the cache lives for this call). `group`:
-    micro-batches of similar lengths (TrainConfig.group_by_length; keep it the same across the calls of one run)."""
+    micro-batches of similar lengths (TrainConfig.group_by_length; keep it the same across the calls of one run).
+    `stop_by`: Unix time at which a run stops after its step with a checkpoint, as on SIGTERM (run 9 lost 190 steps
+    when a call's SIGTERM went unanswered; the deadline needs no signal)."""
     model, _ = load_target(work, torch.bfloat16)
     examples = read_examples(work / "regen.jsonl", max_length=1024)
     base = dict(lr=lr, warmup_ratio=0.04, batch_size=batch, num_anchors=anchors, max_length=1024, log_every=10,
@@ -194,7 +196,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
         if not resume:
             shutil.rmtree(run_dir, ignore_errors=True)
         try:
-            result = train(draft, source, config, run_dir, resume=resume, progress=False)
+            result = train(draft, source, config, run_dir, resume=resume, progress=False, deadline=stop_by)
         except TrainingStopped as stopped:  # no draft, ship or summary from an unfinished run
             raise SystemExit(f"train {mode}: {stopped}; --resume continues") from None
         # every 10th step of the whole run, also the part before a resume (this call's history may be empty)
@@ -412,6 +414,7 @@ def main() -> None:
                         help="train: sort windows of this many batches by length (less padding; 0: runs 2-8's order)")
     parser.add_argument("--hidden-cache-gib", type=float, default=50 if DEVICE == "cuda" else 0,
                         help="train: GPU memory that keeps the target's hidden states after their first pass")
+    parser.add_argument("--stop-by", type=float, help="train: Unix time to stop at (after a step, with a checkpoint)")
     parser.add_argument("--eval-max-new", type=int, default=256)
     parser.add_argument("--eval-per-suite", type=int, default=40)
     args = parser.parse_args()
@@ -436,7 +439,7 @@ def main() -> None:
                                            tuple(args.modes.split(",")), args.loss_backend, args.attention,
                                            args.save_every, args.resume,
                                            {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight}, args.init,
-                                           args.hidden_cache_gib, args.group_by_length)
+                                           args.hidden_cache_gib, args.group_by_length, args.stop_by)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "snapshot":

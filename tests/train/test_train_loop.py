@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import time
 from dataclasses import replace
 
 import pytest
@@ -87,6 +88,22 @@ def test_sigterm_mid_step_checkpoints_that_step_and_resume_reaches_the_same_loss
     assert signal.getsignal(signal.SIGTERM) == before  # the trainer's handler is gone after the run
     rest = train(_draft(model, cfg), source, CONFIG, tmp_path / "b", resume=True, progress=False)
     assert [m.step for m in rest.history] == [4, 5, 6]
+    assert [m.loss for m in first.history + rest.history] == pytest.approx([m.loss for m in whole.history],
+                                                                          abs=1e-6)
+
+
+def test_a_past_deadline_stops_after_one_step_with_a_checkpoint_and_resume_reaches_the_same_losses(tmp_path):
+    model, cfg, examples = _setup()
+    source = OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples)
+    whole = train(_draft(model, cfg), source, CONFIG, tmp_path / "a", progress=False)
+    with pytest.raises(TrainingStopped, match="stopped by deadline after step 1 of 6") as stopped:
+        train(_draft(model, cfg), source, CONFIG, tmp_path / "b", progress=False, deadline=time.time() - 1.0)
+    first = stopped.value
+    assert [m.step for m in first.history] == [1]
+    assert first.checkpoint is not None and first.checkpoint.name.endswith("1")
+    rest = train(_draft(model, cfg), source, CONFIG, tmp_path / "b", resume=True, progress=False,
+                 deadline=time.time() + 3600.0)
+    assert [m.step for m in rest.history] == [2, 3, 4, 5, 6]
     assert [m.loss for m in first.history + rest.history] == pytest.approx([m.loss for m in whole.history],
                                                                           abs=1e-6)
 

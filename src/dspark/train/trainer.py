@@ -59,12 +59,13 @@ class TrainResult:
 
 
 class TrainingStopped(Exception):
-    """SIGTERM ended training after `step` of `steps`; `checkpoint` (rank 0 with an output folder) holds that step,
-    and training again with resume continues from it. `history`: this call's metrics."""
+    """SIGTERM or the deadline (`cause`) ended training after `step` of `steps`; `checkpoint` (rank 0 with an output
+    folder) holds that step, and training again with resume continues from it. `history`: this call's metrics."""
 
-    def __init__(self, step: int, steps: int, checkpoint: Path | None, history: tuple[StepMetrics, ...]):
+    def __init__(self, step: int, steps: int, checkpoint: Path | None, history: tuple[StepMetrics, ...],
+                 cause: str = "SIGTERM"):
         where = f"checkpoint {checkpoint}" if checkpoint is not None else "no checkpoint (no output folder)"
-        super().__init__(f"stopped by SIGTERM after step {step} of {steps}; {where}")
+        super().__init__(f"stopped by {cause} after step {step} of {steps}; {where}")
         self.step, self.steps, self.checkpoint, self.history = step, steps, checkpoint, history
 
 
@@ -140,16 +141,19 @@ def _sigterm_requests():
 
 
 def train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, out_dir: str | Path | None = None,
-          resume: bool = False, progress: bool = True, stop_after: int | None = None) -> TrainResult:
+          resume: bool = False, progress: bool = True, stop_after: int | None = None,
+          deadline: float | None = None) -> TrainResult:
     """Train `draft` (its embed / lm_head must be the target's, tied) and return the per-step metrics.
     `stop_after` ends the run early after that many steps (as a kill would), keeping the schedule of `steps`.
-    Raises `TrainingStopped` after checkpointing when SIGTERM arrives."""
+    Raises `TrainingStopped` after checkpointing when SIGTERM arrives, or at the end of the first step that finishes
+    after `deadline` (Unix time, `time.time()`): a time-limited job then needs no signal to keep its last steps."""
     with _sigterm_requests() as requests:
-        return _train(draft, source, config, out_dir, resume, progress, stop_after, requests)
+        return _train(draft, source, config, out_dir, resume, progress, stop_after, requests, deadline)
 
 
 def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, out_dir: str | Path | None,
-           resume: bool, progress: bool, stop_after: int | None, requests: list[int]) -> TrainResult:
+           resume: bool, progress: bool, stop_after: int | None, requests: list[int],
+           deadline: float | None) -> TrainResult:
     from tqdm.auto import tqdm
 
     rank, world = _world()
@@ -214,8 +218,9 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         position = Position(step + 1, position.consumed + config.grad_accum * world * config.batch_size)
-        if requests:
-            sums[5] = 1.0  # this rank got SIGTERM: every rank stops after this step (the sum below)
+        late = deadline is not None and time.time() >= deadline
+        if requests or late:
+            sums[5] = 1.0  # this rank got SIGTERM or passed the deadline: every rank stops after this step (the sum)
         if world > 1:
             sums[4] /= world
             dist.all_reduce(sums)
@@ -241,7 +246,7 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
     if out is not None and rank == 0:
         ckpt = save_checkpoint(out, draft, optimizer, scheduler, position, asdict(config))
     if stop and position.step < end:
-        raise TrainingStopped(position.step, config.steps, ckpt, tuple(history))
+        raise TrainingStopped(position.step, config.steps, ckpt, tuple(history), "SIGTERM" if requests else "deadline")
     return TrainResult(tuple(history), ckpt, time.perf_counter() - began)
 
 
