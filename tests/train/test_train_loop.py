@@ -92,6 +92,17 @@ def test_sigterm_mid_step_checkpoints_that_step_and_resume_reaches_the_same_loss
                                                                           abs=1e-6)
 
 
+def test_tokens_per_second_counts_real_tokens_not_padding():
+    model, cfg, _ = _setup()
+    gen = torch.Generator().manual_seed(0)
+    examples = [Example(str(i), tuple(torch.randint(0, 96, (n,), generator=gen).tolist()), (0,) * 6 + (1,) * (n - 6))
+                for i, n in enumerate((20, 40))]
+    source = OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples)
+    config = replace(CONFIG, steps=3, batch_size=2, grad_accum=1, save_every=0)
+    result = train(_draft(model, cfg), source, config, progress=False)
+    assert [round(m.tokens_per_s * m.step_s) for m in result.history] == [60, 60, 60]  # padded would be 80
+
+
 def test_a_past_deadline_stops_after_one_step_with_a_checkpoint_and_resume_reaches_the_same_losses(tmp_path):
     model, cfg, examples = _setup()
     source = OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples)

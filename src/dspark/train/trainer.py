@@ -47,7 +47,7 @@ class StepMetrics:
     tau: float  # analytic τ of this step's blocks
     lr: float
     grad_norm: float
-    tokens_per_s: float  # sequence tokens through the draft per second (all ranks)
+    tokens_per_s: float  # real (unpadded) sequence tokens per second, all ranks (padded when the source has no lengths)
     step_s: float  # wall time of this optimiser step
 
 
@@ -182,9 +182,11 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
     began = time.perf_counter()
     stop = 0.0  # > 0 once any rank got SIGTERM
     draft.train()
-    lengths = getattr(source, "lengths", None)  # online and offline sources know them; others need no grouping
+    lengths_of = getattr(source, "lengths", None)  # online and offline sources know them; others need no grouping
+    lengths = lengths_of() if lengths_of else None
     order = DataOrder(len(source), config.seed, config.batch_size, config.group_by_length,
-                      lengths() if config.group_by_length and lengths else None)
+                      lengths if config.group_by_length else None)
+    per_step = config.grad_accum * world * config.batch_size  # sequences per optimiser step, all ranks
     for step in range(position.step, end):
         tick = time.perf_counter()
         micro = []
@@ -217,7 +219,12 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
-        position = Position(step + 1, position.consumed + config.grad_accum * world * config.batch_size)
+        if lengths is not None:  # every rank's sequences of this step (the order is the same on all ranks)
+            tokens = sum(min(lengths[order[q]], config.max_length) for q in range(position.consumed,
+                                                                                   position.consumed + per_step))
+        else:
+            tokens = sum(int(b.keep.shape[0]) * int(f.shape[1]) for f, _, b in micro) * world
+        position = Position(step + 1, position.consumed + per_step)
         late = deadline is not None and time.time() >= deadline
         if requests or late:
             sums[5] = 1.0  # this rank got SIGTERM or passed the deadline: every rank stops after this step (the sum)
@@ -225,7 +232,6 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
             sums[4] /= world
             dist.all_reduce(sums)
         loss, ce, l1, confidence, tau, stop, grad_norm = torch.cat([sums, grad_norm.reshape(1).to(sums)]).tolist()
-        tokens = sum(int(b.keep.shape[0]) * int(f.shape[1]) for f, _, b in micro) * world
         step_s = max(time.perf_counter() - tick, 1e-9)
         metrics = StepMetrics(step + 1, loss, ce, l1, confidence, tau, scheduler.get_last_lr()[0], grad_norm,
                               tokens / step_s, step_s)
