@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs 5 and 8 on one `nvidia-h200` lease: continue training the shipped draft at batch 32, with the target's hidden
+# Runs 5, 8 and 9 on one `nvidia-h200` lease: continue training the shipped draft at batch 32, with the target's hidden
 # states kept on the GPU after their first pass (`--hidden-cache-gib`), on the regenerated sequences (run 5: 23k;
-# run 8: 68k, regenerated in f3).
+# run 8: 68k, regenerated in f3; run 9: 98k, only the 30k new ones regenerated in f3).
 #
 #   bash benchmarks/smollm2/lease_finetune.sh f1   # carry stage_a: wheel part 0; the training-speed benchmark
 #   bash benchmarks/smollm2/lease_finetune.sh f2   # carry stage_b2: wheel part 1 (and prompts*.jsonl.gz if there)
