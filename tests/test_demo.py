@@ -147,3 +147,18 @@ def test_serve_default_is_smollm2_when_installed_and_shipped_else_the_testbed_pa
     monkeypatch.setenv(assets.DRAFT_ENV, str(tmp_path / "gone"))
     choice = default_model.choose_default()
     assert choice.name == default_model.TESTBED_MODEL_NAME and "no SmolLM2 draft at" in choice.fallback_reason
+
+
+def test_the_shipped_draft_is_under_25_mb_and_loads_with_its_config_and_calibration():
+    import torch
+
+    from dspark.formats.native import load_draft
+
+    folder = assets.SMOLLM2_DRAFT
+    assert (folder / "model.safetensors").stat().st_size <= 25_000_000
+    draft = load_draft(folder, dtype=torch.bfloat16)
+    config = json.loads((folder / "config.json").read_text())
+    assert draft.config.num_hidden_layers == config["num_hidden_layers"] and draft.config.block_size == 7
+    assert draft.embed_tokens is None  # the target's embedding / LM head are tied in at use
+    assert draft.sts_temperatures is not None and draft.sts_temperatures.shape == (draft.config.block_size,)
+    assert all(p.dtype == torch.bfloat16 and torch.isfinite(p).all() for p in draft.parameters())

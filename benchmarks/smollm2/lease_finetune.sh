@@ -29,8 +29,8 @@
 #   REGEN="--regen-max-new 8" EVAL="--eval-per-suite 1 --eval-max-new 8", with a few prompts in /root/stage/prompts.jsonl.
 set -euo pipefail
 source "$(dirname "$0")/lease_lib.sh"
-INIT=src/dspark/assets/smollm2-135m-instruct-dspark
-TRAIN=(--work /root/smol --out /root/o --stage train --modes dspark --init $INIT --steps "${STEPS:?}"
+INIT=${INIT-src/dspark/assets/smollm2-135m-instruct-dspark}  # INIT= (empty): a fresh draft (EXTRA="--draft-layers N")
+TRAIN=(--work /root/smol --out /root/o --stage train --modes dspark ${INIT:+--init "$INIT"} --steps "${STEPS:?}"
        --batch "${BATCH:?}" --lr "${LR:?}" --ce-weight 0.5 --l1-weight 0.5 --attention "${ATTN:-flex}"
        --save-every "${SAVE:-250}" ${EXTRA:-})
 

@@ -113,7 +113,7 @@ t6)
     for m in "${MODES[@]}"; do
         cp /root/smol/$m/metrics.jsonl /root/o/$m-metrics.jsonl 2>/dev/null || true
         cp /root/o-$m/summary.json /root/o/$m-train-summary.json 2>/dev/null || true
-        for p in /root/o-$m/$m.part*; do mv "$p" "$OUT/"; done
+        for p in /root/o-$m/$m.part*; do [ ! -e "$p" ] || mv "$p" "$OUT/"; done  # none from a cut run
     done
     tar -C /root -cf $OUT/meta.tar o
     ls -la $OUT ;;

@@ -142,15 +142,17 @@ MODES = {"dspark": ("dspark", True), "dflash": ("dflash", False),
          "unanchored": ("dflash", True)}  # DSpark heads on the DFlash layout (speculators' sample_from_anchor false)
 
 
-def _new_draft(model, mode: str, init: Path | None = None) -> DSparkDraft:
-    """A fresh draft (seed 0), or with `init` the weights of that draft folder (fine-tuning; fp32 masters)."""
+def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_SHAPE["num_layers"]) -> DSparkDraft:
+    """A fresh draft of `layers` layers (seed 0), or with `init` the weights of that draft folder (fine-tuning; fp32
+    masters)."""
     layout, heads = MODES[mode]
     if init is not None:
         draft = load_draft(init, device=DEVICE)
         if (draft.config.mode, draft.config.has_heads) != (layout, heads):
             raise SystemExit(f"--init {init} is not a {mode} draft")
     else:
-        config = draft_config_from_target(model.config, mode=layout, heads=heads, **DRAFT_SHAPE)
+        shape = {**DRAFT_SHAPE, "num_layers": layers}
+        config = draft_config_from_target(model.config, mode=layout, heads=heads, **shape)
         torch.manual_seed(0)
         draft = DSparkDraft(config).to(DEVICE)
     draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
@@ -160,7 +162,8 @@ def _new_draft(model, mode: str, init: Path | None = None) -> DSparkDraft:
 def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0, lr: float = 6e-4,
                 modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager", attention: str = "auto",
                 save_every: int = 0, resume: bool = False, dspark_weights: dict | None = None,
-                init: Path | None = None, cache_gib: float = 0, group: int = 0, stop_by: float | None = None) -> dict:
+                init: Path | None = None, cache_gib: float = 0, group: int = 0, stop_by: float | None = None,
+                layers: int = DRAFT_SHAPE["num_layers"]) -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
     dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)
@@ -169,6 +172,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     draft folder there instead of a fresh draft (one mode per call then). `cache_gib`: GPU memory for the target's
     hidden states after their first pass (later epochs then skip the target; the cache lives for this call). `group`:
     micro-batches of similar lengths (TrainConfig.group_by_length; keep it the same across the calls of one run).
+    `layers`: draft layers of a fresh draft (the shipped one has 2; deeper ones ship in int8 storage to stay ≤ 25 MB).
     `stop_by`: Unix time at which a run stops after its step with a checkpoint, as on SIGTERM (run 9 lost 190 steps
     when a call's SIGTERM went unanswered; the deadline needs no signal)."""
     model, _ = load_target(work, torch.bfloat16)
@@ -177,7 +181,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
                 loss_backend=backend, attention=attention, save_every=save_every, group_by_length=group)
     plan_file = work / "train-plan.json"
     results = {}
-    reference = _new_draft(model, "dspark")  # the shape the MFU estimate counts
+    reference = _new_draft(model, "dspark", init if "dspark" in modes else None, layers)  # the MFU estimate's shape
     source = OnlineHiddenStates(Target(model, reference.config.target_layer_ids), examples,
                                 cache_bytes=int(cache_gib * 2**30))
     if not steps and plan_file.is_file():
@@ -189,7 +193,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
                                "attention": attention, "group_by_length": group, **(dspark_weights or {})})
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in modes:
-        draft = _new_draft(model, mode, init)
+        draft = _new_draft(model, mode, init, layers)
         config = TrainConfig(steps=steps, **base, **(dspark_weights or {})) if MODES[mode][1] \
             else TrainConfig.dflash(steps=steps, **base)
         run_dir = work / mode
@@ -400,6 +404,8 @@ def main() -> None:
     parser.add_argument("--ce-weight", type=float, default=0.1, help="DSpark loss: CE weight (the paper's 0.1)")
     parser.add_argument("--l1-weight", type=float, default=0.9, help="DSpark loss: L1 weight (the paper's 0.9)")
     parser.add_argument("--init", type=Path, help="train: fine-tune this draft folder instead of a fresh draft")
+    parser.add_argument("--draft-layers", type=int, default=DRAFT_SHAPE["num_layers"],
+                        help="train: layers of a fresh draft (int8 storage: 2 layers 12.3 MB, 5 layers 23.0 MB)")
     parser.add_argument("--resume", action="store_true",
                         help="train: continue each mode's run from its last checkpoint in --work")
     parser.add_argument("--modes", default="dspark,dflash", help=f"which drafts the train stage trains, in order: "
@@ -439,7 +445,8 @@ def main() -> None:
                                            tuple(args.modes.split(",")), args.loss_backend, args.attention,
                                            args.save_every, args.resume,
                                            {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight}, args.init,
-                                           args.hidden_cache_gib, args.group_by_length, args.stop_by)
+                                           args.hidden_cache_gib, args.group_by_length, args.stop_by,
+                                           args.draft_layers)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "snapshot":

@@ -42,9 +42,12 @@ class ConvertOptions:
     exports carry. `verifier`: the verifier name_or_path to record instead of the target's path.
     `num_anchors`: DeepSpec's training anchor count to write (default: the imported value, else 512).
     `drop_embeddings`: on import, leave out the stored copies of the target's embedding / LM head.
+    `int8`: write the native folder's matrices as int8 with per-row scales (`dspark.formats.compact`; ~1.9× smaller
+    than bf16, for shipping; engines' layouts stay in the draft's own dtype).
     """
 
     target: Path | None = None
     verifier: str | None = None
     num_anchors: int | None = None
     drop_embeddings: bool = False
+    int8: bool = False

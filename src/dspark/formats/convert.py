@@ -142,7 +142,7 @@ def import_draft(src: str | Path, out: str | Path, options: ConvertOptions = Con
     if options.drop_embeddings:
         checkpoint = _without_embeddings(checkpoint)
     folder = _prepare(out, overwrite)
-    write_native(checkpoint, folder)
+    write_native(checkpoint, folder, options.int8)
     _copy_auxiliary(src, folder)
     return _report(Path(src), checkpoint, folder, NATIVE, checkpoint.tensors)
 
@@ -163,6 +163,9 @@ def export_draft(src: str | Path, out: str | Path, layout: str, options: Convert
     """Read a draft in any supported layout and write it in `layout` (native included)."""
     if layout == NATIVE:
         return import_draft(src, out, options, overwrite)
+    if options.int8:
+        raise CheckpointError(f"int8 storage is dspark's own (for shipping drafts); the {layout} layout's loaders "
+                              f"expect ordinary weights: drop --int8, or export with --layout native")
     checkpoint = _checked(read_checkpoint(src, options), options)
     data, tensors = _exporter(layout, checkpoint)(checkpoint, options)
     folder = _prepare(out, overwrite)

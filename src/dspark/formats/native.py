@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from dspark.config import ConfigError, DraftConfig, RopeConfig
 from dspark.files import atomic_write, write_json  # noqa: F401  (re-exported for the formats package)
@@ -113,14 +113,18 @@ def config_from_dict(raw: dict[str, Any], where: str = CONFIG_NAME) -> DraftConf
         raise CheckpointError(f"{where}: {err}") from None
 
 
-def save_draft(draft: DSparkDraft, path: str | Path, include_embeddings: bool = False) -> Path:
+def save_draft(draft: DSparkDraft, path: str | Path, include_embeddings: bool = False, int8: bool = False) -> Path:
     """Write `config.json` + `model.safetensors` into folder `path` (created if needed), each file atomically.
-    The target's embedding / LM head are left out unless `include_embeddings` (they are shared and frozen)."""
+    The target's embedding / LM head are left out unless `include_embeddings` (they are shared and frozen).
+    `int8`: matrices stored as int8 with per-row scales (`dspark.formats.compact`), read back in the draft's dtype."""
+    from dspark.formats.compact import compact_tensors
+
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     state = {name: t.detach().to("cpu").contiguous() for name, t in draft.state_dict().items()
              if include_embeddings or name not in EMBEDDING_TENSORS}
-    atomic_write(path / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
+    state, metadata = compact_tensors(state) if int8 else (state, {"format": "pt"})
+    atomic_write(path / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata=metadata))
     write_json(path / CONFIG_NAME, config_to_dict(draft.config))
     return path
 
@@ -150,8 +154,10 @@ def load_draft(path: str | Path, device: str | torch.device = "cpu", dtype: torc
     weights = path / WEIGHTS_NAME
     if not weights.is_file():
         raise CheckpointError(f"{path}: {WEIGHTS_NAME} is missing")
-    tensors = load_file(str(weights))
+    from dspark.formats.compact import read_weight_file
     from dspark.formats.tensors import check_tensors, has_embeddings  # (tensors.py builds on this module)
+
+    tensors = read_weight_file(weights)
 
     check_tensors(config, tensors, str(weights))
     with torch.device("meta"):

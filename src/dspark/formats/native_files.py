@@ -33,12 +33,12 @@ def read_native(folder: Path, raw: dict[str, Any]) -> DraftCheckpoint:
     return DraftCheckpoint(config, tensors, dict(extras), NATIVE)
 
 
-def write_native(checkpoint: DraftCheckpoint, folder: Path) -> None:
+def write_native(checkpoint: DraftCheckpoint, folder: Path, int8: bool = False) -> None:
     data = config_to_dict(checkpoint.config)
     extras = {k: v for k, v in checkpoint.extras.items() if v is not None}
     if extras:
         data[EXTRAS_FIELD] = extras
-    write_tensors(folder, checkpoint.tensors)
+    write_tensors(folder, checkpoint.tensors, int8)
     write_json(folder / CONFIG_NAME, data)
 
 

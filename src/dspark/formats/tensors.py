@@ -1,6 +1,7 @@
 """Safetensors files of a checkpoint folder: read (single file or sharded), write atomically, check against a config.
 
-Tensors travel as they are stored (dtype and bytes untouched), so conversions between layouts are bit-exact. The
+Tensors travel as they are stored (dtype and bytes untouched), so conversions between layouts are bit-exact; a file in
+compact int8 storage (`dspark.formats.compact`) is read back in its original dtype, and written so on request. The
 shape check builds the draft on the meta device, so checking a 2-billion-parameter draft allocates nothing.
 It knows nothing about layouts or renaming.
 """
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 
 from dspark.config import DraftConfig
+from dspark.formats.compact import compact_tensors, read_weight_file
 from dspark.formats.native import WEIGHTS_NAME, CheckpointError, atomic_write
 
 INDEX_NAME = "model.safetensors.index.json"
@@ -42,7 +44,7 @@ def read_tensors(folder: str | Path) -> dict[str, torch.Tensor]:
     """Every tensor of a checkpoint folder, exactly as stored."""
     tensors: dict[str, torch.Tensor] = {}
     for file in weight_files(Path(folder)):
-        for name, tensor in load_file(str(file)).items():
+        for name, tensor in read_weight_file(file).items():
             if name in tensors:
                 raise CheckpointError(f"{file}: tensor {name!r} is stored in more than one shard")
             tensors[name] = tensor
@@ -60,11 +62,12 @@ def read_some(folder: str | Path, names: tuple[str, ...]) -> dict[str, torch.Ten
     return found
 
 
-def write_tensors(folder: Path, tensors: dict[str, torch.Tensor]) -> Path:
-    """Write `model.safetensors` atomically (contiguous CPU copies; dtypes kept)."""
+def write_tensors(folder: Path, tensors: dict[str, torch.Tensor], int8: bool = False) -> Path:
+    """Write `model.safetensors` atomically (contiguous CPU copies; dtypes kept, or int8 per-row storage)."""
     path = folder / WEIGHTS_NAME
     state = {name: t.detach().to("cpu").contiguous() for name, t in sorted(tensors.items())}
-    atomic_write(path, lambda tmp: save_file(state, tmp, metadata={"format": "pt"}))
+    state, metadata = compact_tensors(state) if int8 else (state, {"format": "pt"})
+    atomic_write(path, lambda tmp: save_file(state, tmp, metadata=metadata))
     return path
 
 
