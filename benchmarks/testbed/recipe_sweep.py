@@ -9,7 +9,7 @@ by an earlier run of the same NAME instead of training it again.
 One variant per process (1 thread), so two run side by side on two cores:
 
     python benchmarks/testbed/recipe_sweep.py NAME [--lr 3e-3] [--init none|first|last] [--mode dspark|dflash|unanchored]
-        [--ce 0.1 --l1 0.9] [--steps 240] [--seed 0] [--heldout 16] [--sampled] [--reuse]
+        [--ce 0.1 --l1 0.9] [--steps 240] [--layers 2] [--seed 0] [--heldout 16] [--sampled] [--reuse]
 
 Sweeps run with it: learning rate × initialisation (`../results/testbed_lr_sweep/`) and CE / L1 weights against
 the DFlash-mode baseline (`../results/testbed_loss_weights/`).
@@ -82,6 +82,7 @@ def main() -> None:
     parser.add_argument("--ce", type=float, default=0.1, help="DSpark CE weight (DFlash mode is CE 1.0 only)")
     parser.add_argument("--l1", type=float, default=0.9, help="DSpark L1 weight")
     parser.add_argument("--steps", type=int, default=240)
+    parser.add_argument("--layers", type=int, default=2, help="draft layers")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--heldout", type=int, default=16, help="held-out prompts for τ")
     parser.add_argument("--sampled", action="store_true", help="also measure τ at temperature 1")
@@ -99,6 +100,7 @@ def main() -> None:
                    max_new_tokens=r.response_tokens, max_length=512, progress=False)
     examples = read_examples(data)
     layout = "dspark" if args.mode == "dspark" else "dflash"
+    r = replace(r, num_layers=args.layers)
     draft = new_draft(model, tok, replace(r, mode=layout, seed=args.seed))
     if args.mode == "unanchored":  # the same draft with the Markov and confidence heads (seeded again)
         torch.manual_seed(args.seed)
@@ -122,7 +124,7 @@ def main() -> None:
         t1 = sampled_tau(tdir, out, args.heldout)
         sampled = {"tau_t1": round(t1.mean_acceptance_length, 3),
                    "per_position_t1": [round(a, 3) for a in t1.per_position(r.block_size)]}
-    print(json.dumps({"variant": args.name, "mode": args.mode, "lr": args.lr, "init": args.init,
+    print(json.dumps({"variant": args.name, "mode": args.mode, "layers": args.layers, "lr": args.lr, "init": args.init,
                       "ce": recipe.ce_weight, "l1": recipe.l1_weight, "steps": args.steps, "seed": args.seed,
                       "train_s": round(time.time() - began), "heldout": args.heldout,
                       "tau": round(stats.mean_acceptance_length, 3),
