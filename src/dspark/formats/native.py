@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import save_file
 
 from dspark.config import ConfigError, DraftConfig, RopeConfig
 from dspark.files import atomic_write, write_json  # noqa: F401  (re-exported for the formats package)
@@ -117,14 +116,12 @@ def save_draft(draft: DSparkDraft, path: str | Path, include_embeddings: bool = 
     """Write `config.json` + `model.safetensors` into folder `path` (created if needed), each file atomically.
     The target's embedding / LM head are left out unless `include_embeddings` (they are shared and frozen).
     `int8`: matrices stored as int8 with per-row scales (`dspark.formats.compact`), read back in the draft's dtype."""
-    from dspark.formats.compact import compact_tensors
+    from dspark.formats.tensors import write_tensors  # (tensors.py builds on this module)
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
-    state = {name: t.detach().to("cpu").contiguous() for name, t in draft.state_dict().items()
-             if include_embeddings or name not in EMBEDDING_TENSORS}
-    state, metadata = compact_tensors(state) if int8 else (state, {"format": "pt"})
-    atomic_write(path / WEIGHTS_NAME, lambda tmp: save_file(state, tmp, metadata=metadata))
+    write_tensors(path, {name: t for name, t in draft.state_dict().items()
+                         if include_embeddings or name not in EMBEDDING_TENSORS}, int8)
     write_json(path / CONFIG_NAME, config_to_dict(draft.config))
     return path
 
