@@ -47,6 +47,7 @@ from dspark.formats.native import load_draft, save_draft, write_json  # noqa: E4
 from dspark.model.draft import DSparkDraft  # noqa: E402
 from dspark.train.calibrate import fit_sts, full_block_rounds, save_calibration  # noqa: E402
 from dspark.train.data import load_prompts, read_examples, render_prompt  # noqa: E402
+from dspark.train.grow import grow_draft  # noqa: E402
 from dspark.train.hidden import OnlineHiddenStates  # noqa: E402
 from dspark.train.recipe import draft_config_from_target  # noqa: E402
 from dspark.train.regenerate import regenerate  # noqa: E402
@@ -144,12 +145,15 @@ MODES = {"dspark": ("dspark", True), "dflash": ("dflash", False),
 
 def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_SHAPE["num_layers"]) -> DSparkDraft:
     """A fresh draft of `layers` layers (seed 0), or with `init` the weights of that draft folder (fine-tuning; fp32
-    masters)."""
+    masters), grown to `layers` layers when it has fewer (dspark.train.grow: the same outputs at the first step)."""
     layout, heads = MODES[mode]
     if init is not None:
         draft = load_draft(init, device=DEVICE)
         if (draft.config.mode, draft.config.has_heads) != (layout, heads):
             raise SystemExit(f"--init {init} is not a {mode} draft")
+        if layers > draft.config.num_hidden_layers:
+            log(f"grow: {init} from {draft.config.num_hidden_layers} to {layers} layers")
+            draft = grow_draft(draft, layers)
     else:
         shape = {**DRAFT_SHAPE, "num_layers": layers}
         config = draft_config_from_target(model.config, mode=layout, heads=heads, **shape)
@@ -405,7 +409,8 @@ def main() -> None:
     parser.add_argument("--l1-weight", type=float, default=0.9, help="DSpark loss: L1 weight (the paper's 0.9)")
     parser.add_argument("--init", type=Path, help="train: fine-tune this draft folder instead of a fresh draft")
     parser.add_argument("--draft-layers", type=int, default=DRAFT_SHAPE["num_layers"],
-                        help="train: layers of a fresh draft (int8 storage: 2 layers 12.3 MB, 5 layers 23.0 MB)")
+                        help="train: layers of a fresh draft, or of an --init draft grown deeper (int8 storage: 2 layers "
+                             "12.3 MB, 5 layers 23.0 MB)")
     parser.add_argument("--resume", action="store_true",
                         help="train: continue each mode's run from its last checkpoint in --work")
     parser.add_argument("--modes", default="dspark,dflash", help=f"which drafts the train stage trains, in order: "

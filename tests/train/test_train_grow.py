@@ -1,0 +1,69 @@
+"""Growing a trained draft deeper: the same outputs at first, and training then reaches the new layers."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from dspark import Target
+from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
+from dspark.train.data import Example
+from dspark.train.grow import grow_draft
+from dspark.train.hidden import OnlineHiddenStates
+from dspark.train.trainer import train
+from dspark.config import TrainConfig
+
+
+def _pair():
+    model = tiny_target("qwen3", seed=0, num_layers=3)
+    draft = random_draft(draft_config_for(model, layer_ids=(0, 1), block_size=4), seed=2, scale=3.0)
+    draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
+    return model, draft
+
+
+def _outputs(draft, features, block_ids, prev_ids):
+    positions = torch.arange(features.shape[1]).expand(features.shape[0], -1)  # [B, S]
+    context = draft.context_kv(draft.fuse(features), positions)
+    block_positions = torch.arange(features.shape[1], features.shape[1] + block_ids.shape[1]).expand_as(block_ids)
+    hidden = draft(block_ids, block_positions, context)  # [B, T, d]
+    return draft.base_logits(hidden), draft.confidence_logits(hidden, prev_ids), draft.markov_head.features(prev_ids)
+
+
+def test_a_grown_draft_gives_the_same_logits_and_confidence_as_the_shallow_one():
+    _, draft = _pair()
+    grown = grow_draft(draft, 5)
+    assert grown.config.num_hidden_layers == 5 and len(grown.layers) == 5
+    assert grown.embed_tokens is draft.embed_tokens and grown.lm_head is draft.lm_head
+    gen = torch.Generator().manual_seed(0)
+    features = torch.randn(2, 9, draft.config.feature_size, generator=gen)  # [B, S, m·d]
+    block_ids = torch.randint(0, 96, (2, 4), generator=gen)  # [B, T]
+    prev_ids = torch.randint(0, 96, (2, 4), generator=gen)
+    for a, b in zip(_outputs(draft, features, block_ids, prev_ids), _outputs(grown, features, block_ids, prev_ids)):
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    # the new layers start from trained weights (the last layers first), not from zeros
+    torch.testing.assert_close(grown.layers[2].self_attn.q_proj.weight, draft.layers[1].self_attn.q_proj.weight)
+    torch.testing.assert_close(grown.layers[3].mlp.up_proj.weight, draft.layers[0].mlp.up_proj.weight)
+    assert float(grown.layers[4].self_attn.o_proj.weight.detach().abs().sum()) == 0.0
+
+
+def test_training_a_grown_draft_moves_its_new_layers_and_keeps_the_old_draft_intact(tmp_path):
+    model, draft = _pair()
+    before = {k: v.clone() for k, v in draft.state_dict().items()}
+    grown = grow_draft(draft, 3)
+    gen = torch.Generator().manual_seed(0)
+    examples = [Example(str(i), tuple(torch.randint(0, 96, (40,), generator=gen).tolist()), (0,) * 6 + (1,) * 34)
+                for i in range(4)]
+    source = OnlineHiddenStates(Target(model, draft.config.target_layer_ids), examples)
+    train(grown, source, TrainConfig(steps=2, lr=3e-3, num_anchors=8, warmup_ratio=0.0), tmp_path, progress=False)
+    assert float(grown.layers[2].self_attn.o_proj.weight.detach().abs().sum()) > 0
+    assert float(grown.layers[2].mlp.down_proj.weight.detach().abs().sum()) > 0
+    for k, v in draft.state_dict().items():
+        torch.testing.assert_close(v, before[k], atol=0, rtol=0)
+
+
+def test_growing_to_fewer_layers_is_refused_with_the_count_to_pick():
+    _, draft = _pair()
+    with pytest.raises(ValueError, match="pick num_layers >= 2"):
+        grow_draft(draft, 1)
+    assert replace(draft.config, num_hidden_layers=2) == grow_draft(draft, 2).config
