@@ -5,6 +5,8 @@ Sources (none overlaps the held-out benchmark suites: HumanEval, GSM8K from luce
           --later-turns also each later user turn, after the conversation so far (ShareGPT's own answers)
   code  — Python functions (signature + docstring → "write this function") and code chunks ("complete this code")
           from this machine's stdlib sources, and from the folders in --code-roots (e.g. a site-packages)
+  stubs — the same functions and the CodeI/O tasks as stubs (signature + docstring in a code block, "write a
+          solution … that passes the tests"), the shape of an instruction-style HumanEval prompt, --code-stubs N
   codeio — reasoning-gym's CodeI/O tasks (task + input/output spec → "write main_solution(...)"), --codeio N
   math  — GSM-style word problems and arithmetic from `reasoning-gym` generators (seeds far from the bench's)
 Writes one JSONL of chat records {"id", "messages"}; responses are regenerated later by SmolLM2 itself.
@@ -74,20 +76,32 @@ def _python_files(roots: list[Path]) -> list[Path]:
     return sorted(set(files))
 
 
-def code_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> list[dict]:
-    funcs, chunks = [], []
+def _parsed_sources(roots: list[Path]):
+    """(source text, syntax tree) of every Python file that parses."""
     for path in _python_files(list(roots)):
         try:
             source = path.read_text(encoding="utf-8")
-            tree = ast.parse(source)
+            yield source, ast.parse(source)
         except (SyntaxError, UnicodeDecodeError, ValueError, RecursionError):
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
-                doc = ast.get_docstring(node)
-                if doc and 40 <= len(doc) <= 600 and doc.isascii():
-                    args = ast.unparse(node.args)
-                    funcs.append(f"Write a Python function `{node.name}({args})` that does the following:\n{doc}")
+
+
+def _documented(tree: ast.AST) -> list[tuple[str, str, str]]:
+    """(name, arguments, docstring) of each public function with a 40–600 character ASCII docstring."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+            doc = ast.get_docstring(node)
+            if doc and 40 <= len(doc) <= 600 and doc.isascii():
+                out.append((node.name, ast.unparse(node.args), doc))
+    return out
+
+
+def code_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> list[dict]:
+    funcs, chunks = [], []
+    for source, tree in _parsed_sources(list(roots)):
+        funcs += [f"Write a Python function `{name}({args})` that does the following:\n{doc}"
+                  for name, args, doc in _documented(tree)]
         lines = source.splitlines()
         for start in range(0, max(0, len(lines) - 30), 200):
             chunk = "\n".join(lines[start : start + rng.randint(8, 25)])
@@ -99,8 +113,29 @@ def code_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> list[dic
     return [{"id": f"code-{_digest(p)}", "messages": [{"role": "user", "content": p}]} for p in picked]
 
 
-def codeio_prompts(n: int, rng: random.Random) -> list[dict]:
-    """reasoning-gym's CodeI/O tasks as "write main_solution(...)" requests (its solutions are not used)."""
+STUB_REQUEST = "Write a solution to the following problem and make sure that it passes the tests:\n```python\n"
+
+
+def _stub(signature: str, doc: str) -> dict:
+    body = "\n".join(("    " + line) if line.strip() else "" for line in doc.splitlines())
+    prompt = f'{STUB_REQUEST}\ndef {signature}:\n    """{body.lstrip()}\n    """\n\n```'
+    return {"id": f"stub-{_digest(prompt)}", "messages": [{"role": "user", "content": prompt}]}
+
+
+def stub_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> list[dict]:
+    """Functions (not methods) and reasoning-gym's CodeI/O tasks as stubs to complete: the signature and the
+    docstring (the task, for CodeI/O) indented in a code block."""
+    out = [_stub(f"{name}({args})", doc)
+           for name, args, doc in (f for _, tree in _parsed_sources(list(roots)) for f in _documented(tree))
+           if args.split(",")[0].split(":")[0].strip() not in ("self", "cls")]
+    out += [_stub(signature, task) for signature, task, _ in _codeio_tasks() if task.isascii()]
+    out = list({r["id"]: r for r in out}.values())
+    rng.shuffle(out)
+    return out[:n]
+
+
+def _codeio_tasks() -> list[tuple[str, str, str]]:
+    """reasoning-gym's CodeI/O tasks as (signature of main_solution, task description, input/output spec)."""
     import reasoning_gym
 
     folder = Path(reasoning_gym.__file__).parent / "data"
@@ -112,11 +147,17 @@ def codeio_prompts(n: int, rng: random.Random) -> list[dict]:
             signature = next((line.strip().removeprefix("def ").rstrip(":")
                               for line in row.get("code_sample", "").splitlines()
                               if line.startswith("def main_solution")), None)
-            if not signature:
-                continue
-            prompt = (f"Write a Python function `{signature}` for this task:\n{row['task_description'].strip()}\n\n"
-                      f"{row.get('input_output_spec', '').strip()}")
-            out.append({"id": f"codeio-{_digest(prompt)}", "messages": [{"role": "user", "content": prompt}]})
+            if signature:
+                out.append((signature, row["task_description"].strip(), row.get("input_output_spec", "").strip()))
+    return out
+
+
+def codeio_prompts(n: int, rng: random.Random) -> list[dict]:
+    """reasoning-gym's CodeI/O tasks as "write main_solution(...)" requests (its solutions are not used)."""
+    out = []
+    for signature, task, spec in _codeio_tasks():
+        prompt = f"Write a Python function `{signature}` for this task:\n{task}\n\n{spec}"
+        out.append({"id": f"codeio-{_digest(prompt)}", "messages": [{"role": "user", "content": prompt}]})
     out = list({r["id"]: r for r in out}.values())
     rng.shuffle(out)
     return out[:n]
@@ -128,6 +169,8 @@ def math_prompts(n: int, seed: int) -> list[dict]:
     tasks = {"gsm_symbolic": 0.6, "basic_arithmetic": 0.15, "chain_sum": 0.1, "simple_equations": 0.15}
     out = []
     for task, share in tasks.items():
+        if int(n * share) == 0:
+            continue
         for item in reasoning_gym.create_dataset(task, size=int(n * share), seed=seed):
             out.append({"id": f"math-{task}-{_digest(item['question'])}",
                         "messages": [{"role": "user", "content": item["question"] + MATH_SUFFIX}]})
@@ -142,6 +185,8 @@ def main() -> None:
     parser.add_argument("--code", type=int, default=3000)
     parser.add_argument("--math", type=int, default=2500)
     parser.add_argument("--codeio", type=int, default=0, help="reasoning-gym CodeI/O tasks (up to ~5,700)")
+    parser.add_argument("--code-stubs", type=int, default=0,
+                        help="functions as stubs in a code block (the shape of an instruction-style HumanEval prompt)")
     parser.add_argument("--later-turns", action="store_true", help="chat: also later user turns, with context")
     parser.add_argument("--code-roots", type=Path, nargs="*", default=[],
                         help="more folders of Python sources for code prompts (tests are skipped)")
@@ -152,6 +197,8 @@ def main() -> None:
         code_prompts(args.code, rng, args.code_roots) + math_prompts(args.math, args.seed)
     if args.codeio:
         records += codeio_prompts(args.codeio, rng)
+    if args.code_stubs:
+        records += stub_prompts(args.code_stubs, rng, args.code_roots)
     records = list({r["id"]: r for r in records}.values())  # one record per id (repeats in the sources)
     rng.shuffle(records)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,8 @@
 #   bash benchmarks/smollm2/lease_finetune.sh g1   # carry stage_a: wheel part 0
 #   bash benchmarks/smollm2/lease_finetune.sh g2   # carry stage_b2: wheel part 1
 #   bash benchmarks/smollm2/lease_finetune.sh gd   # carry $DATA: the regenerated data (with stage_b2 it would pass
-#                                                  #   the 64 MiB a call may carry)
+#                                                  #   the 64 MiB a call may carry; a pack too big for one call
+#                                                  #   goes in two gd calls, its parts split over two folders)
 #   bash benchmarks/smollm2/lease_finetune.sh g3   # carry stage_b stage_d: install, convert, train, eval, ship
 #                                                  #   (or, when DEADLINE cut the training, f4 / f5 go on)
 #
@@ -42,7 +43,9 @@ train_until() {  # train_until <seconds since the call began> [--resume]
     local left=$(( $1 - SECONDS )); shift
     mkdir -p /root/o
     # the trainer stops itself 20 s early (--stop-by, a checkpoint of its last step); timeout is the backstop
-    timeout -k 60 "$left" $PY $T "${TRAIN[@]}" --stop-by $(( $(date +%s) + left - 20 )) "$@" >> /root/train.log 2>&1 \
+    # expandable segments: run 10's 5-layer draft beside a 75 GiB hidden-state cache ran out of memory in fragments
+    PYTORCH_CUDA_ALLOC_CONF=${PYTORCH_CUDA_ALLOC_CONF:-expandable_segments:True} \
+        timeout -k 60 "$left" $PY $T "${TRAIN[@]}" --stop-by $(( $(date +%s) + left - 20 )) "$@" >> /root/train.log 2>&1 \
         || echo "train stopped (rc $?) at ${SECONDS}s"
     [ ! -f /root/o/summary.json ] || cp /root/o/summary.json /root/o/train-summary.json  # eval writes summary.json too
     tail -n 3 /root/train.log
@@ -67,13 +70,18 @@ g1)
     mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/ ;;
 g2)
     cp stage_b2/smol.part01 /root/stage/ ;;
-gd)
-    mkdir -p /root/smol && cat "${DATA:-stage_f}"/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl
-    wc -l /root/smol/regen.jsonl ;;
+gd)  # the parts may come in several calls (DATA=stage_i, then DATA=stage_i2 …): unpacked once all have arrived
+    mkdir -p /root/smol /root/pack && cp "${DATA:-stage_f}"/regen.jsonl.gz.part* /root/pack/
+    if cat /root/pack/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl 2>/dev/null; then
+        wc -l /root/smol/regen.jsonl
+    else
+        rm -f /root/smol/regen.jsonl; echo "parts so far: $(ls /root/pack | tr '\n' ' ')— carry the rest with gd"
+    fi ;;
 g3)  # a run longer than one call: f4 (on) and f5 (to the end, eval, ship) resume it
     install_convert
     train_until "${DEADLINE:-450}"
-    if [ -f /root/o/summary.json ]; then evaluate_and_ship; else echo "not finished: continue with f4 / f5"; fi ;;
+    # finished: the train stage wrote the draft (convert's summary.json is no sign of it: run 10's g3 evaluated nothing)
+    if [ -d /root/smol/dspark-draft ]; then evaluate_and_ship; else echo "not finished: continue with f4 / f5"; fi ;;
 f1)
     mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/
     $PY benchmarks/smollm2/train_speed.py --settings "${SETTINGS:-8x256,8x256c,32x256c,48x256c}" --steps 60 --examples 256 \

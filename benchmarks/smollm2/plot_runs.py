@@ -1,6 +1,6 @@
 """Plot the SmolLM2 draft's training runs: analytic τ on the training blocks against sequences seen (run 5 continues
-run 4's B, run 8 continues run 5 and run 9 run 8, so their curves start where the earlier run ends), and held-out τ
-per suite for runs 3, 4 (B), 5, 8 and 9 (`runs.png`); and
+run 4's B, run 8 continues run 5, run 9 run 8 and run 10 run 9 grown to 5 layers, so their curves start where the
+earlier run ends), and held-out τ per suite for runs 3, 4 (B), 5, 8, 9 and 10 (`runs.png`); and
 the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4 and 6, and run 6's
 conditional acceptance per drafted position (`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
 
@@ -21,10 +21,11 @@ RUNS = {  # name: (metrics file, sequences per step, sequences seen before the r
     "run 5 (from run 4 B, batch 32, cached hidden states)": ("run5/dspark-metrics.jsonl", 32, 56_000),
     "run 8 (from run 5, 68k sequences)": ("run8/dspark-metrics.jsonl", 32, 56_000 + 2_800 * 32),
     "run 9 (from run 8, 98k sequences)": ("run9/dspark-metrics.jsonl", 32, 56_000 + 7_800 * 32),
+    "run 10 (run 9 grown to 5 layers)": ("run10/dspark-metrics.jsonl", 32, 56_000 + 13_750 * 32),
 }
 HELD_OUT = {"run 3": ("summary.json", "dspark"), "run 4 B": ("run4/B/summary.json", "dspark"),
             "run 5": ("run5/summary.json", "dspark"), "run 8": ("run8/summary.json", "dspark"),
-            "run 9": ("run9/summary.json", "dspark"),
+            "run 9": ("run9/summary.json", "dspark"), "run 10 (5 layers)": ("run10/summary.json", "dspark"),
             "run 3 DFlash-mode twin": ("summary.json", "dflash")}
 
 

@@ -176,7 +176,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     draft folder there instead of a fresh draft (one mode per call then). `cache_gib`: GPU memory for the target's
     hidden states after their first pass (later epochs then skip the target; the cache lives for this call). `group`:
     micro-batches of similar lengths (TrainConfig.group_by_length; keep it the same across the calls of one run).
-    `layers`: draft layers of a fresh draft (the shipped one has 2; deeper ones ship in int8 storage to stay ≤ 25 MB).
+    `layers`: draft layers of a fresh draft, or of an `init` draft grown deeper (the shipped one: run 9's 2 grown to 5).
     `stop_by`: Unix time at which a run stops after its step with a checkpoint, as on SIGTERM (run 9 lost 190 steps
     when a call's SIGTERM went unanswered; the deadline needs no signal)."""
     model, _ = load_target(work, torch.bfloat16)
