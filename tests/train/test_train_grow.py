@@ -7,12 +7,12 @@ import pytest
 import torch
 
 from dspark import Target
+from dspark.config import TrainConfig
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 from dspark.train.data import Example
 from dspark.train.grow import grow_draft
 from dspark.train.hidden import OnlineHiddenStates
 from dspark.train.trainer import train
-from dspark.config import TrainConfig
 
 
 def _pair():
@@ -67,3 +67,29 @@ def test_growing_to_fewer_layers_is_refused_with_the_count_to_pick():
     with pytest.raises(ValueError, match="pick num_layers >= 2"):
         grow_draft(draft, 1)
     assert replace(draft.config, num_hidden_layers=2) == grow_draft(draft, 2).config
+
+
+def test_train_fit_grows_an_init_draft_to_draft_layers_and_refuses_to_shrink_it(tmp_path, capsys):
+    from dspark.cli import main
+    from dspark.formats.native import load_draft
+    from dspark.train.data import write_examples
+
+    model = tiny_target("qwen3", seed=0, num_layers=3)
+    model.save_pretrained(tmp_path / "target")
+    gen = torch.Generator().manual_seed(0)
+    write_examples([Example(str(i), tuple(torch.randint(0, 96, (40,), generator=gen).tolist()), (0,) * 6 + (1,) * 34)
+                    for i in range(4)], tmp_path / "data.jsonl")
+    common = ["train", "fit", "--target", str(tmp_path / "target"), "--data", str(tmp_path / "data.jsonl"),
+              "--steps", "2", "--num-anchors", "8", "--block-size", "4", "--markov-rank", "8", "--layers", "0,1",
+              "--mask-token-id", "96"]
+    assert main([*common, "--out", str(tmp_path / "a")]) == 0
+    assert load_draft(tmp_path / "a" / "final").config.num_hidden_layers == 2
+    assert main([*common, "--init", str(tmp_path / "a" / "final"), "--draft-layers", "4",
+                 "--out", str(tmp_path / "b")]) == 0
+    grown = load_draft(tmp_path / "b" / "final")
+    assert grown.config.num_hidden_layers == 4
+    assert float(grown.layers[3].self_attn.o_proj.weight.detach().abs().sum()) > 0  # trained past its zero start
+    capsys.readouterr()
+    assert main([*common, "--init", str(tmp_path / "b" / "final"), "--draft-layers", "3",
+                 "--out", str(tmp_path / "c")]) == 2
+    assert "cannot grow a 4-layer draft to 3 layers" in capsys.readouterr().out

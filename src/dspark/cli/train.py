@@ -44,7 +44,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     fit.add_argument("--out", required=True)
     fit.add_argument("--init", help="start from this draft folder instead of a new draft")
     fit.add_argument("--mode", choices=("dspark", "dflash"), default="dspark")
-    fit.add_argument("--draft-layers", type=int, default=2)
+    fit.add_argument("--draft-layers", type=int,
+                     help="layers of a new draft (default 2); with --init, grow that draft to this many layers "
+                          "(the new layers start as copies with zeroed output projections: the same outputs at first)")
     fit.add_argument("--block-size", type=int, default=7)
     fit.add_argument("--layers", help="target layer ids (default: 5 spread over the target)")
     fit.add_argument("--markov-rank", type=int, default=256)
@@ -144,10 +146,14 @@ def _fit(args) -> int:
     model.to(device)
     if args.init:
         draft = load_draft(args.init, device=device)
+        if args.draft_layers is not None and args.draft_layers != draft.config.num_hidden_layers:
+            from dspark.train.grow import grow_draft
+
+            draft = grow_draft(draft, args.draft_layers)
     else:
         mask = args.mask_token_id if args.mask_token_id is not None else getattr(tok, "mask_token_id", None)
         layers = tuple(int(i) for i in args.layers.split(",")) if args.layers else None
-        config = draft_config_from_target(model.config, num_layers=args.draft_layers, block_size=args.block_size,
+        config = draft_config_from_target(model.config, num_layers=args.draft_layers or 2, block_size=args.block_size,
                                           layer_ids=layers, markov_rank=args.markov_rank,
                                           markov_head_type=args.markov_head, mask_token_id=mask, mode=args.mode)
         torch.manual_seed(args.seed)
