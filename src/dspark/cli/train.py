@@ -146,7 +146,7 @@ def _fit(args) -> int:
     model.to(device)
     if args.init:
         draft = load_draft(args.init, device=device)
-        if args.draft_layers is not None and args.draft_layers != draft.config.num_hidden_layers:
+        if args.draft_layers is not None:
             from dspark.train.grow import grow_draft
 
             draft = grow_draft(draft, args.draft_layers)

@@ -14,10 +14,13 @@ from dspark.model.draft import DSparkDraft
 def grow_draft(draft: DSparkDraft, num_layers: int) -> DSparkDraft:
     """A `num_layers`-layer copy of `draft` that gives the same outputs. Layer i < n keeps the trained weights; new
     layer i ≥ n copies layer n − 1 − (i − n) % n (the last layers first) with its `o_proj` and `down_proj` zeroed.
-    The frozen embeddings bound with `tie_embeddings` are bound to the new draft too."""
+    The frozen embeddings bound with `tie_embeddings` are bound to the new draft too; at its own depth the draft
+    itself comes back."""
     old = draft.config.num_hidden_layers
     if num_layers < old:
         raise ValueError(f"cannot grow a {old}-layer draft to {num_layers} layers; pick num_layers >= {old}")
+    if num_layers == old:
+        return draft
     config = dataclasses.replace(draft.config, num_hidden_layers=num_layers)
     param = next(draft.parameters())
     grown = DSparkDraft(config).to(device=param.device, dtype=param.dtype)
