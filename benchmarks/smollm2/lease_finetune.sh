@@ -11,7 +11,8 @@
 #                                                  #   REGEN_UNTIL s into the call), pack, train
 #   bash benchmarks/smollm2/lease_finetune.sh f4   # train on (--resume)
 #   bash benchmarks/smollm2/lease_finetune.sh f5   # train to the end (--resume), held-out eval, ship (SPEED_S=230:
-#                                                  #   and the speed benchmark of the new draft)
+#                                                  #   and the speed benchmark of the new draft; T1_LIMIT=20: and
+#                                                  #   τ at T=1 of the new and the initial draft, T1_SUITES)
 # or, with the regenerated data already here (git-ignored $DATA/regen.jsonl.gz.part*, packed by f3 or lease_twin.sh
 # t4; DATA defaults to stage_f, run 5's 23,240 sequences; stage_h holds run 6's 49,181):
 #   bash benchmarks/smollm2/lease_finetune.sh g1   # carry stage_a: wheel part 0
@@ -71,12 +72,7 @@ g1)
 g2)
     cp stage_b2/smol.part01 /root/stage/ ;;
 gd)  # the parts may come in several calls (DATA=stage_i, then DATA=stage_i2 …): unpacked once all have arrived
-    mkdir -p /root/smol /root/pack && cp "${DATA:-stage_f}"/regen.jsonl.gz.part* /root/pack/
-    if cat /root/pack/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl 2>/dev/null; then
-        wc -l /root/smol/regen.jsonl
-    else
-        rm -f /root/smol/regen.jsonl; echo "parts so far: $(ls /root/pack | tr '\n' ' ')— carry the rest with gd"
-    fi ;;
+    unpack_data "${DATA:-stage_f}" ;;
 g3)  # a run longer than one call: f4 (on) and f5 (to the end, eval, ship) resume it
     install_convert
     train_until "${DEADLINE:-450}"
@@ -109,7 +105,12 @@ f5)  # finishes the run, or evaluates its latest checkpoint when DEADLINE comes 
         echo "evaluating the unfinished run's checkpoint $(cat /root/smol/dspark/latest)"
     fi
     evaluate_and_ship
-    [ "${SPEED_S:-0}" -le 0 ] || speed_benchmark /root/smol/dspark-draft "$SPEED_S" ;;
+    [ "${SPEED_S:-0}" -le 0 ] || speed_benchmark /root/smol/dspark-draft "$SPEED_S"
+    if [ "${T1_LIMIT:-0}" -gt 0 ]; then  # sampled τ of the new draft and of the one it started from, same call
+        sampled_acceptance /root/smol/dspark-draft acceptance-t1-new
+        sampled_acceptance "$INIT_DRAFT" acceptance-t1-init
+        tar -C /root -cf $OUT/t1.tar t1  # one file: f5 brings back 8 (4 draft parts, meta, speed, t1, summary)
+    fi ;;
 sp)  # carry stage_b stage_d (after g1, g2 or f1/f2): install, convert and the speed benchmark of the shipped draft
     #   for SPEED_S (default 230) seconds; g3 / f3 then find the install in place
     install_convert

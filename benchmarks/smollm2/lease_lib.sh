@@ -27,6 +27,16 @@ snapshot() {  # snapshot <mode[,mode…]>: each unfinished run's latest checkpoi
     $PY $T --work /root/smol --out $OUT --stage snapshot --modes "$1" 2>&1 | grep -a "snapshot " || true
 }
 
+unpack_data() {  # unpack_data <folder>: its regenerated-data parts (regen.jsonl.gz.part*) join those of earlier calls in
+    # /root/pack; once all have arrived (a pack too big for one call comes in two), /root/smol/regen.jsonl
+    mkdir -p /root/smol /root/pack && cp "$1"/regen.jsonl.gz.part* /root/pack/
+    if cat /root/pack/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl 2>/dev/null; then
+        wc -l /root/smol/regen.jsonl
+    else
+        rm -f /root/smol/regen.jsonl; echo "parts so far: $(ls /root/pack | tr '\n' ' ')— carry the rest the same way"
+    fi
+}
+
 unpack_prompts() {  # unpack_prompts <prompts.jsonl.gz|.xz>: into /root/stage/prompts.jsonl, to regenerate
     mkdir -p /root/stage
     $PY -c "import gzip, lzma, sys; p = sys.argv[1]
@@ -60,3 +70,16 @@ speed_benchmark() {  # speed_benchmark <draft folder> <seconds>: benchmarks/spee
     grep -av -i warn /root/speed/speed.log | tail -n 25
     tar -C /root -cf $OUT/speed.tar speed
 }
+
+sampled_acceptance() {  # sampled_acceptance <draft folder> <name>: τ at T=1 (the eval stage replays greedy only) on
+    # T1_SUITES (default code,math) of the eval prompts, T1_LIMIT prompts each, T1_NEW tokens; /root/t1/<name>.json
+    mkdir -p /root/t1
+    $PY -c "import json, sys; keep = set(sys.argv[1].split(','))
+for r in map(json.loads, filter(str.strip, open('/root/stage/eval_prompts.jsonl'))):  # renamed: built-ins clash
+    if r['suite'] in keep: print(json.dumps({**r, 'suite': 'eval-' + r['suite']}))" "${T1_SUITES:-code,math}" \
+        > /root/stage/t1_prompts.jsonl
+    PYTHONPATH="$PWD/src:$PYTHONPATH" $PY -m dspark.cli bench acceptance --target /root/smol/model --draft "$1" \
+        --prompts /root/stage/t1_prompts.jsonl --limit "${T1_LIMIT:-20}" --temperature 1 \
+        --max-new-tokens "${T1_NEW:-256}" --no-progress --out "/root/t1/$2.json" 2>&1 | grep -av -i warn | tail -n 12
+}
+

@@ -87,10 +87,9 @@ t2)
     cp stage_b2/smol.part01 /root/stage/ && ls -la /root/stage ;;
 t3)  # DATA: packed regenerated data (run 6: stage_f; none: regenerate everything); PROMPTS: prompts to regenerate
     #     in t4, .gz or .xz (run 6: stage_g/prompts30k.jsonl.gz; run 8's 68k: stage_p/prompts.jsonl.xz; unset: none)
+    #     A pack in two folders (run 11's: stage_i, stage_i2) takes two t3 calls, PROMPTS with the second.
     mkdir -p /root/smol
-    if [ "${DATA:-stage_f}" != none ]; then
-        cat "${DATA:-stage_f}"/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl && wc -l /root/smol/regen.jsonl
-    fi
+    if [ "${DATA:-stage_f}" != none ]; then unpack_data "${DATA:-stage_f}"; fi
     if [ -n "${PROMPTS:-}" ]; then unpack_prompts "$PROMPTS"; fi ;;
 t4)
     install_convert
