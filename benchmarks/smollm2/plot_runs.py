@@ -1,6 +1,6 @@
 """Plot the SmolLM2 draft's training runs: analytic τ on the training blocks against sequences seen (run 5 continues
-run 4's B, run 8 continues run 5, run 9 run 8 and run 10 run 9 grown to 5 layers, so their curves start where the
-earlier run ends), and held-out τ per suite for runs 3, 4 (B), 5, 8, 9 and 10 (`runs.png`); and
+run 4's B, run 8 continues run 5, run 9 run 8, run 10 run 9 grown to 5 layers and run 11 run 10, so their curves start
+where the earlier run ends), and held-out τ per suite for runs 3, 4 (B), 5, 8, 9, 10 and 11 (`runs.png`); and
 the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4 and 6, and run 6's
 conditional acceptance per drafted position (`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
 
@@ -22,10 +22,12 @@ RUNS = {  # name: (metrics file, sequences per step, sequences seen before the r
     "run 8 (from run 5, 68k sequences)": ("run8/dspark-metrics.jsonl", 32, 56_000 + 2_800 * 32),
     "run 9 (from run 8, 98k sequences)": ("run9/dspark-metrics.jsonl", 32, 56_000 + 7_800 * 32),
     "run 10 (run 9 grown to 5 layers)": ("run10/dspark-metrics.jsonl", 32, 56_000 + 13_750 * 32),
+    "run 11 (from run 10, 114k sequences with code stubs)": ("run11/dspark-metrics.jsonl", 32, 56_000 + 18_550 * 32),
 }
 HELD_OUT = {"run 3": ("summary.json", "dspark"), "run 4 B": ("run4/B/summary.json", "dspark"),
             "run 5": ("run5/summary.json", "dspark"), "run 8": ("run8/summary.json", "dspark"),
             "run 9": ("run9/summary.json", "dspark"), "run 10 (5 layers)": ("run10/summary.json", "dspark"),
+            "run 11 (5 layers)": ("run11/summary.json", "dspark"),
             "run 3 DFlash-mode twin": ("summary.json", "dflash")}
 
 
@@ -94,6 +96,8 @@ def main() -> None:
         offset = (k - (len(HELD_OUT) - 1) / 2) * width
         bars.bar([i + offset for i in range(len(suites))], [taus[s] for s in suites], width, label=label)
     bars.set_xticks(range(len(suites)), suites)
+    bars.axhline(5.0, color="k", ls="--", lw=1, label="goal τ ≥ 5 (code, math)")
+    bars.set_ylim(0, 7.2)  # room above the bars for the legend
     _finish(fig, {curve: "analytic τ on the training blocks (smoothed)",
                   bars: "held-out τ (40 prompts, T=0, block 7)"},
             "SmolLM2-135M-Instruct DSpark draft: training runs on the H200", "runs.png")
