@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from dspark.config import GenerationConfig
+from dspark.engine.cpu_layout import column_major_weights
 from dspark.engine.generate import generate, generate_stream
 from dspark.engine.schedule import StepCostTable
 from dspark.engine.stats import GenerationStats, StatsRecorder
@@ -207,6 +208,7 @@ def load_demo(options: DemoOptions, on_stage: Callable[[str], None] = lambda mes
     model, tokenizer = smollm2.load_smollm2(torch.float32, "cpu")
     on_stage(f"loading the DSpark draft from {draft_path}")
     draft = load_draft(draft_path, dtype=torch.float32)
+    column_major_weights(model, draft)  # a verify's few rows run ~2× faster through column-major weights on a CPU
     target = Target(model, draft.config.target_layer_ids)
     on_stage("reading the held-out prompts")
     prompts = demo_prompts(tokenizer, options)

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dspark.engine.cpu_layout import is_column_major
+
 
 
 class FusedProjections(NamedTuple):
@@ -26,8 +28,12 @@ class FusedProjections(NamedTuple):
 
 def _stack(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Concatenate the linears' weights (and biases; a missing bias is zeros when another has one) row-wise and point
-    each linear at its slice of the result."""
-    weight = torch.cat([linear.weight.detach() for linear in linears])  # [Σ out, in]
+    each linear at its slice of the result; column-major weights (`cpu_layout`) stack column-major."""
+    weights = [linear.weight.detach() for linear in linears]
+    if all(is_column_major(w) for w in weights):
+        weight = torch.cat([w.t() for w in weights], dim=1).t()  # [Σ out, in], stored [in, Σ out]
+    else:
+        weight = torch.cat(weights)  # [Σ out, in]
     has_bias = any(linear.bias is not None for linear in linears)
     bias = None
     if has_bias:

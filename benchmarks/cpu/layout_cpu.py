@@ -1,0 +1,106 @@
+"""Row-major vs column-major weights on the CPU (`dspark.engine.cpu_layout`): SmolLM2-135M-Instruct + the shipped
+draft in fp32, the demo's prompts. Per layout: the target's forward latency by width (1 token = a plain step, 8 = a
+verify of anchor + 7 drafts), the draft block's latency, and decode tokens/s of plain and DSpark decoding with the
+speedup. The layouts alternate (row, column, row, column …) and each figure is the median over the passes, so drift
+of the machine hits both alike. Every speculative run is checked token for token against plain greedy decoding.
+
+    python benchmarks/cpu/layout_cpu.py [--passes 2] [--prompts 2] [--max-new-tokens 96] [--threads 1] [--out DIR]
+
+Prints a table and one JSON line (also written to DIR/layout_cpu.json). A benchmark, not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from dspark.bench.round_profile import draft_step_ms, verify_latency_ms
+from dspark.config import GenerationConfig
+from dspark.demo import DemoOptions, load_demo, timed_generate, warm_up
+from dspark.engine.cpu_layout import column_major_weights
+
+
+def set_layout(layout: str, *modules: nn.Module) -> None:
+    """`load_demo` stores column-major; row-major puts every linear weight back in nn.Linear's own layout."""
+    if layout == "column-major":
+        column_major_weights(*modules)
+        return
+    for module in modules:
+        for linear in module.modules():
+            if isinstance(linear, nn.Linear):
+                linear.weight.data = linear.weight.data.contiguous()
+
+
+def one_pass(setup, config: GenerationConfig, context: int) -> dict:
+    widths = verify_latency_ms(setup.target, (1, 2, 4, 8), context_tokens=context, repeat=9)
+    row = {"forward_ms": widths, "draft_block_ms": draft_step_ms(setup.target, setup.draft, context, repeat=9)}
+    for name, draft in (("plain", None), ("dspark", setup.draft)):
+        tokens = seconds = 0.0
+        runs = []
+        for prompts in setup.prompts.values():
+            for prompt in prompts:
+                run = timed_generate(setup.target, draft, prompt, config)
+                runs.append(run.tokens)
+                tokens, seconds = tokens + max(0, len(run.tokens) - 1), seconds + run.decode_seconds
+        row[f"{name}_tokens_per_s"] = tokens / seconds
+        row[f"{name}_outputs"] = runs
+    row["lossless"] = row.pop("dspark_outputs") == row.pop("plain_outputs")
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--passes", type=int, default=2, help="passes per layout, alternating")
+    parser.add_argument("--prompts", type=int, default=2, help="prompts per suite (code, chat, math)")
+    parser.add_argument("--max-new-tokens", type=int, default=96)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu_layout"))
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    setup = load_demo(DemoOptions(prompts_per_suite=args.prompts, max_new_tokens=args.max_new_tokens), print)
+    config = GenerationConfig(max_new_tokens=args.max_new_tokens, eos_token_ids=setup.eos_token_ids)
+    first = next(p for prompts in setup.prompts.values() for p in prompts)
+    warm_up(setup.target, setup.draft, first, config)
+    passes: dict[str, list[dict]] = {"row-major": [], "column-major": []}
+    for k in range(args.passes):
+        for layout in passes:
+            set_layout(layout, setup.target.model, setup.draft)
+            passes[layout].append(one_pass(setup, config, len(first)))
+            print(f"pass {k + 1} {layout}: {passes[layout][-1]}", flush=True)
+    rows = {}
+    for layout, runs in passes.items():
+        rows[layout] = {
+            "forward_ms": {w: statistics.median(r["forward_ms"][w] for r in runs) for w in runs[0]["forward_ms"]},
+            "draft_block_ms": statistics.median(r["draft_block_ms"] for r in runs),
+            "plain_tokens_per_s": statistics.median(r["plain_tokens_per_s"] for r in runs),
+            "dspark_tokens_per_s": statistics.median(r["dspark_tokens_per_s"] for r in runs),
+            "lossless": all(r["lossless"] for r in runs)}
+        rows[layout]["speedup"] = rows[layout]["dspark_tokens_per_s"] / rows[layout]["plain_tokens_per_s"]
+    print(f"{'layout':13s} {'fwd 1':>7s} {'fwd 2':>7s} {'fwd 4':>7s} {'fwd 8':>7s} {'draft':>7s} {'plain/s':>8s} "
+          f"{'dspark/s':>8s} {'speedup':>7s} lossless")
+    for layout, r in rows.items():
+        f = r["forward_ms"]
+        print(f"{layout:13s} {f[1]:7.1f} {f[2]:7.1f} {f[4]:7.1f} {f[8]:7.1f} {r['draft_block_ms']:7.1f} "
+              f"{r['plain_tokens_per_s']:8.2f} {r['dspark_tokens_per_s']:8.2f} {r['speedup']:6.2f}× {r['lossless']}")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    result = {"device": f"cpu ({platform.processor() or platform.machine()}, {args.threads} thread(s))",
+              "torch": torch.__version__, "commit": commit, "command": "python benchmarks/cpu/layout_cpu.py "
+              f"--passes {args.passes} --prompts {args.prompts} --max-new-tokens {args.max_new_tokens} "
+              f"--threads {args.threads}", "draft": str(setup.draft_path), "context_tokens": len(first),
+              "rows": rows}
+    args.out.mkdir(parents=True, exist_ok=True)
+    tmp = args.out / "layout_cpu.json.tmp"
+    tmp.write_text(json.dumps(result, indent=1))
+    os.replace(tmp, args.out / "layout_cpu.json")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
