@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
-import subprocess
 from pathlib import Path
 
 import torch
 from torch import nn
 
 from dspark.bench.round_profile import draft_step_ms, verify_latency_ms
+from dspark.bench.runinfo import device_name, git_commit
 from dspark.config import GenerationConfig
 from dspark.demo import DemoOptions, load_demo, timed_generate, warm_up
 from dspark.engine.cpu_layout import column_major_weights
+from dspark.files import write_json
 
 
 def set_layout(layout: str, *modules: nn.Module) -> None:
@@ -89,16 +88,12 @@ def main() -> None:
         f = r["forward_ms"]
         print(f"{layout:13s} {f[1]:7.1f} {f[2]:7.1f} {f[4]:7.1f} {f[8]:7.1f} {r['draft_block_ms']:7.1f} "
               f"{r['plain_tokens_per_s']:8.2f} {r['dspark_tokens_per_s']:8.2f} {r['speedup']:6.2f}× {r['lossless']}")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    result = {"device": f"cpu ({platform.processor() or platform.machine()}, {args.threads} thread(s))",
-              "torch": torch.__version__, "commit": commit, "command": "python benchmarks/cpu/layout_cpu.py "
+    commit, dirty = git_commit()
+    result = {"device": device_name("cpu"), "torch": torch.__version__, "commit": commit, "dirty": dirty, "command": "python benchmarks/cpu/layout_cpu.py "
               f"--passes {args.passes} --prompts {args.prompts} --max-new-tokens {args.max_new_tokens} "
               f"--threads {args.threads}", "draft": str(setup.draft_path), "context_tokens": len(first),
               "rows": rows}
-    args.out.mkdir(parents=True, exist_ok=True)
-    tmp = args.out / "layout_cpu.json.tmp"
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, args.out / "layout_cpu.json")
+    write_json(args.out / "layout_cpu.json", result)  # atomically, creating the folder
     print(json.dumps(result))
 
 

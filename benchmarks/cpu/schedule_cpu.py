@@ -10,16 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
-import subprocess
 from pathlib import Path
 
 import torch
 
 from dspark.bench.round_profile import round_cost_table
+from dspark.bench.runinfo import device_name, git_commit
 from dspark.config import GenerationConfig
 from dspark.demo import DemoOptions, load_demo, timed_generate, warm_up
+from dspark.files import write_json
 
 
 def main() -> None:
@@ -66,16 +65,12 @@ def main() -> None:
                   f"τ {row['tau']:.2f}  lossless {row['lossless']}", flush=True)
     overall = {name: sum(rows[f"{s}/{name}"]["speedup"] for s in setup.prompts) / len(setup.prompts)
                for name in methods}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    result = {"device": f"cpu ({platform.processor() or platform.machine()}, {args.threads} thread(s))",
-              "torch": torch.__version__, "commit": commit, "prompts_per_suite": args.prompts,
+    commit, dirty = git_commit()
+    result = {"device": device_name("cpu"), "torch": torch.__version__, "commit": commit, "dirty": dirty, "prompts_per_suite": args.prompts,
               "max_new_tokens": args.max_new_tokens, "draft": str(setup.draft_path),
               "round_cost_ms": {w: 1000 / r for w, r in zip(cost.widths, cost.rates)},
               "rows": rows, "mean_speedup": overall}
-    args.out.mkdir(parents=True, exist_ok=True)
-    tmp = args.out / "schedule_cpu.json.tmp"
-    tmp.write_text(json.dumps(result, indent=1))
-    os.replace(tmp, args.out / "schedule_cpu.json")
+    write_json(args.out / "schedule_cpu.json", result)  # atomically, creating the folder
     print(json.dumps(result))
 
 
