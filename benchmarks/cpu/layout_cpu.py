@@ -21,9 +21,10 @@ from torch import nn
 from dspark.bench.round_profile import draft_step_ms, verify_latency_ms
 from dspark.bench.runinfo import device_name, git_commit
 from dspark.config import GenerationConfig
-from dspark.demo import DemoOptions, load_demo, timed_generate, warm_up
+from dspark.demo import timed_generate
 from dspark.engine.cpu_layout import column_major_weights
 from dspark.files import write_json
+from warm_demo import warm_demo
 
 
 def set_layout(layout: str, *modules: nn.Module) -> None:
@@ -62,11 +63,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu_layout"))
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    setup = load_demo(DemoOptions(prompts_per_suite=args.prompts, max_new_tokens=args.max_new_tokens), print)
-    config = GenerationConfig(max_new_tokens=args.max_new_tokens, eos_token_ids=setup.eos_token_ids)
-    first = next(p for prompts in setup.prompts.values() for p in prompts)
-    warm_up(setup.target, setup.draft, first, config)
+    setup, config, first = warm_demo(args.prompts, args.max_new_tokens, args.threads)
     passes: dict[str, list[dict]] = {"row-major": [], "column-major": []}
     for k in range(args.passes):
         for layout in passes:
@@ -89,7 +86,8 @@ def main() -> None:
         print(f"{layout:13s} {f[1]:7.1f} {f[2]:7.1f} {f[4]:7.1f} {f[8]:7.1f} {r['draft_block_ms']:7.1f} "
               f"{r['plain_tokens_per_s']:8.2f} {r['dspark_tokens_per_s']:8.2f} {r['speedup']:6.2f}× {r['lossless']}")
     commit, dirty = git_commit()
-    result = {"device": device_name("cpu"), "torch": torch.__version__, "commit": commit, "dirty": dirty, "command": "python benchmarks/cpu/layout_cpu.py "
+    result = {"device": device_name("cpu"), "torch": torch.__version__, "commit": commit, "dirty": dirty,
+              "command": "python benchmarks/cpu/layout_cpu.py "
               f"--passes {args.passes} --prompts {args.prompts} --max-new-tokens {args.max_new_tokens} "
               f"--threads {args.threads}", "draft": str(setup.draft_path), "context_tokens": len(first),
               "rows": rows}

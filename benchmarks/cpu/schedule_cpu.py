@@ -17,8 +17,9 @@ import torch
 from dspark.bench.round_profile import round_cost_table
 from dspark.bench.runinfo import device_name, git_commit
 from dspark.config import GenerationConfig
-from dspark.demo import DemoOptions, load_demo, timed_generate, warm_up
+from dspark.demo import timed_generate
 from dspark.files import write_json
+from warm_demo import warm_demo
 
 
 def main() -> None:
@@ -29,11 +30,7 @@ def main() -> None:
     parser.add_argument("--thresholds", default="0.3,0.5")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu_schedule"))
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    setup = load_demo(DemoOptions(prompts_per_suite=args.prompts, max_new_tokens=args.max_new_tokens), print)
-    base = GenerationConfig(max_new_tokens=args.max_new_tokens, eos_token_ids=setup.eos_token_ids)
-    first = next(p for prompts in setup.prompts.values() for p in prompts)
-    warm_up(setup.target, setup.draft, first, base)
+    setup, base, first = warm_demo(args.prompts, args.max_new_tokens, args.threads)
     cost = round_cost_table(setup.target, setup.draft, context_tokens=len(first), repeat=7)
     print("round cost (draft + verify) by verify width:",
           ", ".join(f"{w}: {1000 / r:.1f} ms" for w, r in zip(cost.widths, cost.rates)))
@@ -66,7 +63,8 @@ def main() -> None:
     overall = {name: sum(rows[f"{s}/{name}"]["speedup"] for s in setup.prompts) / len(setup.prompts)
                for name in methods}
     commit, dirty = git_commit()
-    result = {"device": device_name("cpu"), "torch": torch.__version__, "commit": commit, "dirty": dirty, "prompts_per_suite": args.prompts,
+    result = {"device": device_name("cpu"), "torch": torch.__version__, "commit": commit, "dirty": dirty,
+              "prompts_per_suite": args.prompts,
               "max_new_tokens": args.max_new_tokens, "draft": str(setup.draft_path),
               "round_cost_ms": {w: 1000 / r for w, r in zip(cost.widths, cost.rates)},
               "rows": rows, "mean_speedup": overall}

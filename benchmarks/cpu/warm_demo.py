@@ -1,0 +1,18 @@
+"""The CPU benchmarks' common start: the demo's models and prompts (`dspark.demo.load_demo`: SmolLM2 fp32 + the
+shipped draft, column-major weights), torch's thread count set, and one short untimed generation both ways."""
+from __future__ import annotations
+
+import torch
+
+from dspark.config import GenerationConfig
+from dspark.demo import DemoOptions, DemoSetup, load_demo, warm_up
+
+
+def warm_demo(prompts: int, max_new_tokens: int, threads: int) -> tuple[DemoSetup, GenerationConfig, list[int]]:
+    """(setup, greedy config, the first prompt) with `prompts` prompts per suite, ready to time."""
+    torch.set_num_threads(threads)
+    setup = load_demo(DemoOptions(prompts_per_suite=prompts, max_new_tokens=max_new_tokens), print)
+    config = GenerationConfig(max_new_tokens=max_new_tokens, eos_token_ids=setup.eos_token_ids)
+    first = next(p for suite in setup.prompts.values() for p in suite)
+    warm_up(setup.target, setup.draft, first, config)
+    return setup, config, first
