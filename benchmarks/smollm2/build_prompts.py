@@ -129,9 +129,7 @@ def stub_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> list[dic
            for name, args, doc in (f for _, tree in _parsed_sources(list(roots)) for f in _documented(tree))
            if args.split(",")[0].split(":")[0].strip() not in ("self", "cls")]
     out += [_stub(signature, task) for signature, task, _ in _codeio_tasks() if task.isascii()]
-    out = list({r["id"]: r for r in out}.values())
-    rng.shuffle(out)
-    return out[:n]
+    return _unique_sample(out, n, rng)
 
 
 def _codeio_tasks() -> list[tuple[str, str, str]]:
@@ -158,7 +156,12 @@ def codeio_prompts(n: int, rng: random.Random) -> list[dict]:
     for signature, task, spec in _codeio_tasks():
         prompt = f"Write a Python function `{signature}` for this task:\n{task}\n\n{spec}"
         out.append({"id": f"codeio-{_digest(prompt)}", "messages": [{"role": "user", "content": prompt}]})
-    out = list({r["id"]: r for r in out}.values())
+    return _unique_sample(out, n, rng)
+
+
+def _unique_sample(records: list[dict], n: int, rng: random.Random) -> list[dict]:
+    """One record per id, shuffled, the first n."""
+    out = list({r["id"]: r for r in records}.values())
     rng.shuffle(out)
     return out[:n]
 

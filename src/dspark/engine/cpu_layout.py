@@ -25,16 +25,14 @@ def is_column_major(weight: torch.Tensor) -> bool:
 def column_major_weights(*modules: nn.Module | None) -> int:
     """Store each CPU nn.Linear weight of `modules` column-major (a tied weight once); returns how many changed."""
     changed = 0
-    seen: set[int] = set()
     for module in modules:
         if module is None:
             continue
         for linear in module.modules():
-            if not isinstance(linear, nn.Linear) or id(linear.weight) in seen:
+            if not isinstance(linear, nn.Linear):
                 continue
-            seen.add(id(linear.weight))
             weight = linear.weight
-            if weight.device.type != "cpu" or is_column_major(weight):
+            if weight.device.type != "cpu" or is_column_major(weight):  # a tied weight's second visit lands here
                 continue
             weight.data = weight.data.t().contiguous().t()  # same [out, in] shape and values, [in, out] in memory
             changed += 1

@@ -18,7 +18,6 @@ from torch import nn
 from dspark.engine.cpu_layout import is_column_major
 
 
-
 class FusedProjections(NamedTuple):
     qkv_weight: torch.Tensor  # [(H + 2·H_kv)·D, d]
     qkv_bias: torch.Tensor | None  # [(H + 2·H_kv)·D] (Qwen2) or None
