@@ -112,6 +112,7 @@ t6)
     for m in "${MODES[@]}"; do
         cp /root/smol/$m/metrics.jsonl /root/o/$m-metrics.jsonl 2>/dev/null || true
         cp /root/o-$m/summary.json /root/o/$m-train-summary.json 2>/dev/null || true
+        cp /root/o-$m/$m-config.json /root/o/ 2>/dev/null || true  # the parts' config (run 12 had to rebuild it)
         for p in /root/o-$m/$m.part*; do [ ! -e "$p" ] || mv "$p" "$OUT/"; done  # none from a cut run
     done
     tar -C /root -cf $OUT/meta.tar o

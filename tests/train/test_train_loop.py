@@ -292,3 +292,24 @@ def test_flex_attention_forward_equals_sdpa_with_a_padded_context_and_cpu_traini
         resolve_attention("flex", torch.device("cpu"))
     with pytest.raises(ConfigError, match="attention"):
         TrainConfig(attention="dense")
+
+
+def test_train_fit_mode_unanchored_trains_dspark_heads_on_the_dflash_layout_and_refuses_a_mismatched_init(
+        tmp_path, capsys):
+    from dspark.cli import main
+    from dspark.formats.native import load_draft
+
+    model, _, examples = _setup()
+    model.save_pretrained(tmp_path / "target")
+    write_examples(examples, tmp_path / "data.jsonl")
+    args = ["train", "fit", "--target", str(tmp_path / "target"), "--data", str(tmp_path / "data.jsonl"),
+            "--steps", "2", "--num-anchors", "8", "--block-size", "4", "--markov-rank", "8", "--layers", "0,1",
+            "--mask-token-id", "96"]
+    assert main([*args, "--mode", "unanchored", "--out", str(tmp_path / "u")]) == 0
+    draft = load_draft(tmp_path / "u" / "final")
+    assert (draft.config.mode, draft.config.has_heads, draft.config.num_draft_tokens) == ("dflash", True, 3)
+    logged = [json.loads(line) for line in (tmp_path / "u" / METRICS).read_text().splitlines()]
+    assert logged[-1]["confidence"] > 0  # the DSpark loss: its confidence term is on
+    capsys.readouterr()
+    assert main([*args, "--mode", "dflash", "--init", str(tmp_path / "u" / "final"), "--out", str(tmp_path / "d")]) == 2
+    assert "is a draft of mode unanchored, not dflash" in capsys.readouterr().out

@@ -13,6 +13,8 @@ import json
 import signal
 import sys
 
+MODES = ("dspark", "dflash", "unanchored")  # --mode: block layout and whether the draft has the DSpark heads
+
 
 def register(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True)
@@ -43,7 +45,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     fit.add_argument("--hidden", help="captured hidden states folder (offline: the target never runs)")
     fit.add_argument("--out", required=True)
     fit.add_argument("--init", help="start from this draft folder instead of a new draft")
-    fit.add_argument("--mode", choices=("dspark", "dflash"), default="dspark")
+    fit.add_argument("--mode", choices=MODES,
+                     help="dspark: DSpark heads and loss, the anchor slot drafts too (sample_from_anchor); dflash: the "
+                          "DFlash baseline (no heads, CE only); unanchored: DSpark heads and loss on the DFlash block "
+                          "layout (speculators' sample_from_anchor false; block_size − 1 drafts). Default dspark; "
+                          "with --init, the init draft's")
     fit.add_argument("--draft-layers", type=int,
                      help="layers of a new draft (default 2); with --init, grow that draft to this many layers "
                           "(the new layers start as copies with zeroed output projections: the same outputs at first)")
@@ -127,6 +133,13 @@ def _capture(args) -> int:
     return 0
 
 
+def _mode_of(config) -> str:
+    """The --mode name of a draft config: its block layout and whether it has the DSpark heads."""
+    if config.mode == "dspark":
+        return "dspark"
+    return "unanchored" if config.has_heads else "dflash"
+
+
 def _fit(args) -> int:
     import torch
 
@@ -146,6 +159,9 @@ def _fit(args) -> int:
     model.to(device)
     if args.init:
         draft = load_draft(args.init, device=device)
+        if args.mode is not None and args.mode != _mode_of(draft.config):
+            raise ValueError(f"--init {args.init} is a draft of mode {_mode_of(draft.config)}, not {args.mode}: "
+                             f"drop --mode or start a new draft")
         if args.draft_layers is not None:
             from dspark.train.grow import grow_draft
 
@@ -155,7 +171,9 @@ def _fit(args) -> int:
         layers = tuple(int(i) for i in args.layers.split(",")) if args.layers else None
         config = draft_config_from_target(model.config, num_layers=args.draft_layers or 2, block_size=args.block_size,
                                           layer_ids=layers, markov_rank=args.markov_rank,
-                                          markov_head_type=args.markov_head, mask_token_id=mask, mode=args.mode)
+                                          markov_head_type=args.markov_head, mask_token_id=mask,
+                                          mode="dspark" if args.mode in (None, "dspark") else "dflash",
+                                          heads=args.mode != "dflash")
         torch.manual_seed(args.seed)
         draft = DSparkDraft(config).to(device)
     draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
@@ -163,7 +181,7 @@ def _fit(args) -> int:
     source = (OnlineHiddenStates(Target(model, layer_ids), read_examples(args.data, args.max_length),
                                  cache_bytes=int(args.hidden_cache_gib * 2**30)) if args.data
               else OfflineHiddenStates(args.hidden, layer_ids, device))
-    make = TrainConfig.dflash if args.mode == "dflash" else TrainConfig
+    make = TrainConfig.dflash if not draft.config.has_heads else TrainConfig  # the loss follows the heads (--init too)
     config = make(steps=args.steps, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
                   num_anchors=args.num_anchors, max_length=args.max_length, save_every=args.save_every,
                   seed=args.seed, loss_backend=args.loss_backend, attention=args.attention,
