@@ -6,6 +6,7 @@ measured ones, and a hybrid: the twin's first-position acceptance followed by th
 arithmetic on a summary written by `train_draft.py --stage eval`; nothing is run or trained. Ends with one JSON line.
 
     python benchmarks/smollm2/acceptance_model.py benchmarks/results/smollm2/run6/eval-summary.json
+    python benchmarks/smollm2/acceptance_model.py benchmarks/results/smollm2/run12/eval-summary.json --draft unanchored
 """
 from __future__ import annotations
 
@@ -28,13 +29,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("summary", type=Path, help="eval summary with <suite>/dspark and <suite>/dflash rows")
     parser.add_argument("--dflash-drafts", type=int, default=6, help="positions the DFlash-mode draft drafts (γ − 1)")
+    parser.add_argument("--draft", default="dspark", choices=("dspark", "unanchored"),
+                        help="the summary's DSpark-headed mode to set against the twin (run 12: unanchored)")
     args = parser.parse_args()
     rows = json.loads(args.summary.read_text())["eval"]
-    suites = [key.split("/")[0] for key in rows if key.endswith("/dspark") and key.replace("dspark", "dflash") in rows]
+    suites = [key.split("/")[0] for key in rows
+              if key.endswith(f"/{args.draft}") and f"{key.split('/')[0]}/dflash" in rows]
     out = {}
     print(f"{'suite':10s} {'DSpark τ':>16s} {'twin τ':>16s} {'hybrid τ':>9s} {'hybrid / twin':>14s}")
     for suite in suites:
-        dspark, twin = rows[f"{suite}/dspark"], rows[f"{suite}/dflash"]
+        dspark, twin = rows[f"{suite}/{args.draft}"], rows[f"{suite}/dflash"]
         a, b = dspark["per_position"], twin["per_position"][: args.dflash_drafts]
         hybrid = modelled_tau(b[:1] + a[1:])
         out[suite] = {"dspark_measured": dspark["tau"], "dspark_modelled": modelled_tau(a),

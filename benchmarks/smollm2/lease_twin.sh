@@ -4,7 +4,9 @@
 # run 5's 23,240 regenerated sequences plus 30k new prompts of the 65k set. Measured there: two trainers on one GPU
 # get no more tokens/s together than one alone (36.5k + 40.1k vs 81k solo), so the drafts now train one after the
 # other unless TOGETHER=1 (run 6's way; with GPUS=2, on an `nvidia-h200-x2`, each draft gets a GPU of its own).
-# PAIR="dspark unanchored" compares another pair of modes.
+# PAIR="dspark unanchored" compares another pair of modes; CE / L1 set the DSpark-headed drafts' loss weights (default
+# 0.5 / 0.5; the twin always trains on CE alone), so a pair of DSpark-headed drafts with the same STEPS, BATCH, LR and
+# data can be set against an earlier run's twin (run 12: `../results/smollm2/run12/`).
 #
 #   bash benchmarks/smollm2/lease_twin.sh t1   # carry stage_a: wheel part 0
 #   bash benchmarks/smollm2/lease_twin.sh t2   # carry stage_b2: wheel part 1
@@ -56,7 +58,7 @@ train_one() {  # train_one <mode> <seconds left> [GPU]: from its last checkpoint
     mkdir -p /root/o-$1
     CUDA_VISIBLE_DEVICES=${3:-0} timeout -k 60 "$2" $PY $T --work /root/smol --out /root/o-$1 --stage train \
         --stop-by $(( $(date +%s) + $2 - 20 )) \
-        --modes $1 --resume --steps "$(cat /root/steps)" --batch "${BATCH:-32}" --lr "${LR:-2e-3}" --ce-weight 0.5 --l1-weight 0.5 \
+        --modes $1 --resume --steps "$(cat /root/steps)" --batch "${BATCH:-32}" --lr "${LR:-2e-3}" --ce-weight "${CE:-0.5}" --l1-weight "${L1:-0.5}" \
         --attention "${ATTN:-flex}" --save-every "${SAVE:-100}" --hidden-cache-gib "$CACHE" ${EXTRA:-} \
         >> /root/train-$1.log 2>&1 || true
 }

@@ -1,8 +1,9 @@
 """Plot the SmolLM2 draft's training runs: analytic τ on the training blocks against sequences seen (run 5 continues
 run 4's B, run 8 continues run 5, run 9 run 8, run 10 run 9 grown to 5 layers and run 11 run 10, so their curves start
 where the earlier run ends), and held-out τ per suite for runs 3, 4 (B), 5, 8, 9, 10 and 11 (`runs.png`); and
-the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4 and 6, and run 6's
-conditional acceptance per drafted position (`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
+the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4, 6 and 12 (run 12: the DSpark
+heads on the DFlash block layout, "unanchored"), and the conditional acceptance per drafted position of run 6's
+DSpark draft and run 12's pair (`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
 
     python benchmarks/smollm2/plot_runs.py
 """
@@ -31,11 +32,13 @@ HELD_OUT = {"run 3": ("summary.json", "dspark"), "run 4 B": ("run4/B/summary.jso
             "run 3 DFlash-mode twin": ("summary.json", "dflash")}
 
 
-TWINS = {  # same-budget pairs: (DSpark summary, DFlash-mode summary), each with held-out τ under "eval"
-    "run 2 (0.1 / 0.9, 8.5k seqs)": ("run2/summary.json", "run2/summary.json"),
-    "run 3 (0.1 / 0.9, 21k seqs)": ("summary.json", "summary.json"),
-    "run 4 B (0.5 / 0.5, 21k seqs)": ("run4/B/summary.json", "summary.json"),
-    "run 6 (0.5 / 0.5, 49k seqs, batch 32)": ("run6/eval-summary.json", "run6/eval-summary.json"),
+TWINS = {  # same-budget pairs: (DSpark summary, its mode, DFlash-mode summary), held-out τ under "eval"
+    "run 2 (0.1 / 0.9, 8.5k seqs)": ("run2/summary.json", "dspark", "run2/summary.json"),
+    "run 3 (0.1 / 0.9, 21k seqs)": ("summary.json", "dspark", "summary.json"),
+    "run 4 B (0.5 / 0.5, 21k seqs)": ("run4/B/summary.json", "dspark", "summary.json"),
+    "run 6 (0.5 / 0.5, 49k seqs, batch 32)": ("run6/eval-summary.json", "dspark", "run6/eval-summary.json"),
+    "run 12 unanchored (0.5 / 0.5, 114k seqs, batch 32)": ("run12/eval-summary.json", "unanchored",
+                                                           "run12/eval-summary.json"),
 }
 
 
@@ -46,24 +49,25 @@ def _taus(name: str, mode: str) -> dict[str, float]:
 
 def plot_twins() -> None:
     fig, (ratio, position) = plt.subplots(1, 2, figsize=(12, 4.2))
-    suites, width = None, 0.2
-    for k, (label, (dspark, dflash)) in enumerate(TWINS.items()):
-        a, b = _taus(dspark, "dspark"), _taus(dflash, "dflash")
+    suites, width = None, 0.16
+    for k, (label, (dspark, mode, dflash)) in enumerate(TWINS.items()):
+        a, b = _taus(dspark, mode), _taus(dflash, "dflash")
         suites = suites or list(a)
-        ratio.bar([i + (k - 1.5) * width for i in range(len(suites))], [a[s] / b[s] for s in suites], width,
-                  label=label)
+        ratio.bar([i + (k - (len(TWINS) - 1) / 2) * width for i in range(len(suites))],
+                  [a[s] / b[s] for s in suites], width, label=label)
     ratio.axhline(1.15, color="k", ls="--", lw=1, label="goal 1.15×")
     ratio.axhline(1.0, color="grey", lw=0.8)
     ratio.set_xticks(range(len(suites)), suites)
-    ratio.set_ylim(0.8, 1.3)
-    rows = json.loads((FOLDER / "run6/eval-summary.json").read_text())["eval"]
-    for suite, style in (("code", "-"), ("math", "--")):
-        for mode, color in (("dspark", "C0"), ("dflash", "C1")):
-            acc = rows[f"{suite}/{mode}"]["per_position"][: 7 if mode == "dspark" else 6]  # DFlash drafts γ − 1
-            position.plot(range(1, len(acc) + 1), acc, style, color=color, marker="o", label=f"{suite}, {mode}")
+    ratio.set_ylim(0.8, 1.45)  # room for the legend above the bars
+    for run, mode, color in (("run6", "dspark", "C3"), ("run12", "unanchored", "C4"), ("run12", "dflash", "C1")):
+        rows = json.loads((FOLDER / run / "eval-summary.json").read_text())["eval"]
+        for suite, style in (("code", "-"), ("math", "--")):
+            acc = rows[f"{suite}/{mode}"]["per_position"][: 7 if mode == "dspark" else 6]  # the DFlash layout: γ − 1
+            position.plot(range(1, len(acc) + 1), acc, style, color=color, marker="o",
+                          label=f"{run} {mode}, {suite}")
     position.set_xlabel("drafted token")
     _finish(fig, {ratio: "DSpark τ / DFlash-mode τ, same budget",
-                  position: "run 6: acceptance given the earlier ones"},
+                  position: "acceptance given the earlier ones"},
             "SmolLM2-135M-Instruct: DSpark against its DFlash-mode twin (held-out, T=0, block 7)", "twins.png")
 
 
