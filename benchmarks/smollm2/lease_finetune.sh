@@ -30,15 +30,18 @@
 # in f3–f5 (the cosine schedule is planned once); each call trains until DEADLINE seconds after it began, then ships
 # the latest checkpoint's draft to $OUT (dspark-snapshot.part*, ~15 s: keep DEADLINE ≤ 575 in a 600 s call), since
 # a machine released between calls takes /root with it (run 7 lost 5,949 of 6,000 steps that way).
+# MODE=unanchored (default dspark) trains the DSpark heads on the DFlash block layout instead (`../results/smollm2/`
+# "Run 12"); with INIT= (empty) from scratch, or INIT=<an unanchored draft folder> on a later lease.
 # CPU dry run (small numbers): PY=.venv/bin/python STEPS=4 BATCH=1 LR=1e-4 SAVE=2 ATTN=sdpa EXTRA="--anchors 8"
 #   REGEN="--regen-max-new 8" EVAL="--eval-per-suite 1 --eval-max-new 8", with a few prompts in /root/stage/prompts.jsonl.
 set -euo pipefail
 source "$(dirname "$0")/lease_lib.sh"
 INIT_DRAFT=src/dspark/assets/smollm2-135m-instruct-dspark
 INIT=${INIT-$INIT_DRAFT}  # INIT= (empty): a fresh draft (EXTRA="--draft-layers N")
+MODE=${MODE:-dspark}  # the draft this lease trains: dspark (anchored) or unanchored (train_draft.py --modes)
 
 train_until() {  # train_until <seconds since the call began> [--resume]
-    local TRAIN=(--work /root/smol --out /root/o --stage train --modes dspark ${INIT:+--init "$INIT"}
+    local TRAIN=(--work /root/smol --out /root/o --stage train --modes "$MODE" ${INIT:+--init "$INIT"}
                  --steps "${STEPS:?}" --batch "${BATCH:?}" --lr "${LR:?}" --ce-weight 0.5 --l1-weight 0.5
                  --attention "${ATTN:-flex}" --save-every "${SAVE:-250}" ${EXTRA:-})
     local left=$(( $1 - SECONDS )); shift
@@ -50,8 +53,8 @@ train_until() {  # train_until <seconds since the call began> [--resume]
         || echo "train stopped (rc $?) at ${SECONDS}s"
     [ ! -f /root/o/summary.json ] || cp /root/o/summary.json /root/o/train-summary.json  # eval writes summary.json too
     tail -n 3 /root/train.log
-    tail -n 1 /root/smol/dspark/metrics.jsonl 2>/dev/null || true
-    snapshot dspark
+    tail -n 1 "/root/smol/$MODE/metrics.jsonl" 2>/dev/null || true
+    snapshot "$MODE"
 }
 
 evaluate_and_ship() {
@@ -60,8 +63,8 @@ evaluate_and_ship() {
     grep " τ " /root/eval.log || tail -n 20 /root/eval.log
     mkdir -p $OUT
     cp /root/train.log /root/eval.log /root/o/ 2>/dev/null || true
-    cp /root/smol/dspark/metrics.jsonl /root/o/dspark-metrics.jsonl 2>/dev/null || true
-    for p in /root/o/dspark.part*; do [ ! -e "$p" ] || mv "$p" "$OUT/"; done  # none when the run was cut (f5)
+    cp "/root/smol/$MODE/metrics.jsonl" "/root/o/$MODE-metrics.jsonl" 2>/dev/null || true
+    for p in /root/o/$MODE.part*; do [ ! -e "$p" ] || mv "$p" "$OUT/"; done  # none when the run was cut (f5)
     tar -C /root -cf $OUT/meta.tar o
     ls -la $OUT
 }
@@ -77,7 +80,7 @@ g3)  # a run longer than one call: f4 (on) and f5 (to the end, eval, ship) resum
     install_convert
     train_until "${DEADLINE:-450}"
     # finished: the train stage wrote the draft (convert's summary.json is no sign of it: run 10's g3 evaluated nothing)
-    if [ -d /root/smol/dspark-draft ]; then evaluate_and_ship; else echo "not finished: continue with f4 / f5"; fi ;;
+    if [ -d "/root/smol/$MODE-draft" ]; then evaluate_and_ship; else echo "not finished: continue with f4 / f5"; fi ;;
 f1)
     mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/
     $PY benchmarks/smollm2/train_speed.py --settings "${SETTINGS:-8x256,8x256c,32x256c,48x256c}" --steps 60 --examples 256 \
@@ -100,15 +103,15 @@ f4)
 f5)  # finishes the run, or evaluates its latest checkpoint when DEADLINE comes first; SPEED_S > 0: then the speed
     #   benchmark of the new draft (benchmarks/speed/throughput_h200.py, SPEED_METHODS, that many seconds)
     train_until "${DEADLINE:-300}" --resume
-    if [ ! -d /root/smol/dspark-draft ]; then
-        cp -r "/root/smol/dspark/$(cat /root/smol/dspark/latest)/draft" /root/smol/dspark-draft
-        echo "evaluating the unfinished run's checkpoint $(cat /root/smol/dspark/latest)"
+    if [ ! -d "/root/smol/$MODE-draft" ]; then
+        cp -r "/root/smol/$MODE/$(cat "/root/smol/$MODE/latest")/draft" "/root/smol/$MODE-draft"
+        echo "evaluating the unfinished run's checkpoint $(cat "/root/smol/$MODE/latest")"
     fi
     evaluate_and_ship
-    [ "${SPEED_S:-0}" -le 0 ] || speed_benchmark /root/smol/dspark-draft "$SPEED_S"
+    [ "${SPEED_S:-0}" -le 0 ] || speed_benchmark "/root/smol/$MODE-draft" "$SPEED_S"
     if [ "${T1_LIMIT:-0}" -gt 0 ]; then  # sampled τ of the new draft and of the one it started from, same call
-        sampled_acceptance /root/smol/dspark-draft acceptance-t1-new
-        sampled_acceptance "$INIT_DRAFT" acceptance-t1-init
+        sampled_acceptance "/root/smol/$MODE-draft" acceptance-t1-new
+        [ -z "$INIT" ] || sampled_acceptance "$INIT" acceptance-t1-init
         tar -C /root -cf $OUT/t1.tar t1  # one file: f5 brings back 8 (4 draft parts, meta, speed, t1, summary)
     fi ;;
 sp)  # carry stage_b stage_d (after g1, g2 or f1/f2): install, convert and the speed benchmark of the shipped draft

@@ -253,7 +253,8 @@ def stage_eval(work: Path, eval_file: Path, out: Path, max_new: int, per_suite: 
             suites[r["suite"]].append(render_prompt(load_prompts_record(r), tok))
     drafts = {mode: load_draft(work / f"{mode}-draft", device=DEVICE) for mode in MODES
               if (work / f"{mode}-draft").is_dir()}  # every draft this --work has trained
-    rows, confidence = {}, []
+    rows = {}
+    confidence = {mode: [] for mode in drafts if MODES[mode][1]}  # the headed drafts' rounds, for their calibration
     for suite, prompts in suites.items():
         began = time.perf_counter()
         conts = greedy_continuations(model, tok, prompts, max_new)
@@ -261,20 +262,20 @@ def stage_eval(work: Path, eval_file: Path, out: Path, max_new: int, per_suite: 
             target = Target(model, draft.config.target_layer_ids)
             stats = GenerationStats((), ())
             for prompt, cont in zip(prompts, conts):
-                stats = stats.merge(replay_greedy(target, draft, prompt, cont,
-                                                  confidence=confidence if mode == "dspark" else None))
+                stats = stats.merge(replay_greedy(target, draft, prompt, cont, confidence=confidence.get(mode)))
             rows[f"{suite}/{mode}"] = {"tau": stats.mean_acceptance_length, "rounds": stats.rounds,
                                        "prompts": len(prompts), "per_position": stats.per_position(7),
                                        "histogram": stats.histogram(8)}
         log(f"eval {suite}: " + ", ".join(f"{m} τ {rows[f'{suite}/{m}']['tau']:.3f}" for m in drafts)
             + f" ({time.perf_counter() - began:.0f}s)")
-    if "dspark" not in drafts:
-        return {"eval": rows}
-    logits, accepted = full_block_rounds(confidence, drafts["dspark"].config.num_draft_tokens)
-    cal = fit_sts(logits, accepted)  # STS on the held-out rounds of the DSpark draft
-    save_calibration(cal, work / "dspark-draft")
-    shutil.copy(work / "dspark-draft" / "calibration.json", out / "dspark-calibration.json")
-    return {"eval": rows, "calibration": cal.__dict__}
+    calibrations = {}
+    for mode, rounds in confidence.items():  # STS on each headed draft's held-out rounds
+        logits, accepted = full_block_rounds(rounds, drafts[mode].config.num_draft_tokens)
+        cal = fit_sts(logits, accepted)
+        save_calibration(cal, work / f"{mode}-draft")
+        shutil.copy(work / f"{mode}-draft" / "calibration.json", out / f"{mode}-calibration.json")
+        calibrations[mode] = cal.__dict__
+    return {"eval": rows, "calibrations": calibrations}  # (before run 12: "calibration", the dspark draft's alone)
 
 
 def load_prompts_record(record: dict):
