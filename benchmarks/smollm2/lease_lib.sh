@@ -72,14 +72,16 @@ speed_benchmark() {  # speed_benchmark <draft folder> <seconds>: benchmarks/spee
 }
 
 sampled_acceptance() {  # sampled_acceptance <draft folder> <name>: τ at T=1 (the eval stage replays greedy only) on
-    # T1_SUITES (default code,math) of the eval prompts, T1_LIMIT prompts each, T1_NEW tokens; /root/t1/<name>.json
+    # T1_SUITES (default code,math) of the eval prompts, T1_LIMIT prompts each, T1_NEW tokens, T1_BATCH prompts at
+    # once through the batch engine (run 12, one prompt at a time: 20 prompts × 2 suites did not finish in 170 s);
+    # /root/t1/<name>.json
     mkdir -p /root/t1
     $PY -c "import json, sys; keep = set(sys.argv[1].split(','))
 for r in map(json.loads, filter(str.strip, open('/root/stage/eval_prompts.jsonl'))):  # renamed: built-ins clash
     if r['suite'] in keep: print(json.dumps({**r, 'suite': 'eval-' + r['suite']}))" "${T1_SUITES:-code,math}" \
         > /root/stage/t1_prompts.jsonl
     PYTHONPATH="$PWD/src:$PYTHONPATH" $PY -m dspark.cli bench acceptance --target /root/smol/model --draft "$1" \
-        --prompts /root/stage/t1_prompts.jsonl --limit "${T1_LIMIT:-20}" --temperature 1 \
+        --prompts /root/stage/t1_prompts.jsonl --limit "${T1_LIMIT:-20}" --temperature 1 --batch "${T1_BATCH:-40}" \
         --max-new-tokens "${T1_NEW:-256}" --no-progress --out "/root/t1/$2.json" 2>&1 | grep -av -i warn | tail -n 12
 }
 

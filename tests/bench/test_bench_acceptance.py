@@ -91,3 +91,28 @@ def test_bad_settings_say_what_to_change():
         AcceptanceSettings(max_new_tokens=1)
     with pytest.raises(BenchError, match="--block-size must be at least 1"):
         AcceptanceSettings(block_size=0)
+    with pytest.raises(BenchError, match="--batch must be at least 1"):
+        AcceptanceSettings(batch=0)
+
+
+def test_batched_greedy_rows_have_the_same_rounds_as_one_prompt_at_a_time(tiny_pair):
+    target, draft = tiny_pair
+    one = run_acceptance(target, draft, PROMPTS, AcceptanceSettings((0.0,), max_new_tokens=9))
+    calls = []
+    batched = run_acceptance(target, draft, PROMPTS, AcceptanceSettings((0.0,), max_new_tokens=9, batch=2),
+                             advance=lambda s, t: calls.append(s))
+    assert [r.suite for r in batched] == ["alpha", "beta"] and sorted(calls) == ["alpha", "alpha", "beta"]
+    for a, b in zip(one, batched):
+        assert sorted(a.rounds_table) == sorted(b.rounds_table) and a.rounds > 0
+        assert (a.prompts, a.new_tokens, a.prompt_tokens) == (b.prompts, b.new_tokens, b.prompt_tokens)
+        assert b.mean_tau == pytest.approx(a.mean_tau)
+
+
+def test_batched_sampled_rows_repeat_with_the_same_seed_and_skip_what_does_not_fit(tiny_pair):
+    target, draft = tiny_pair
+    settings = AcceptanceSettings((1.0,), max_new_tokens=9, seed=5, batch=4)
+    first = run_acceptance(target, draft, PROMPTS, settings, max_positions=38)  # a1: 30 + 9 + 4 > 38
+    again = run_acceptance(target, draft, PROMPTS, settings, max_positions=38)
+    assert [r.rounds_table for r in first] == [r.rounds_table for r in again]
+    assert [(r.suite, r.prompts, r.skipped, r.new_tokens) for r in first] == [("alpha", 1, 1, 9), ("beta", 1, 0, 9)]
+    assert all(r.rounds > 0 for r in first)

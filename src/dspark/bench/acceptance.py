@@ -2,11 +2,15 @@
 
 For every (temperature, suite) it generates each prompt with the lossless engine and pools the per-round acceptance
 into one `AcceptanceRow` (mean τ, per-position conditional acceptance, τ histogram). Prompts whose length plus
-max_new_tokens do not fit the model's positions are skipped and counted. It loads nothing and prints nothing.
+max_new_tokens do not fit the model's positions are skipped and counted. `batch` 1 runs the prompts one at a time
+through the batch-1 engine (prompt i samples with seed + i); `batch` N > 1 decodes N at a time through `BatchEngine`
+(static caches, continuous batching, CUDA graphs for greedy rounds on a GPU; one sampling stream per suite, seeded
+with `seed`), the same rounds at T = 0 and the same distribution at T > 0. It loads nothing and prints nothing.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 from dspark.bench.encode import EncodedPrompt
@@ -24,6 +28,7 @@ class AcceptanceSettings:
     top_k: int = 0
     block_size: int | None = None  # drafts verified per round (None: the draft's own)
     confidence_threshold: float = 0.0  # 0: no confidence scheduling (the paper's Table 1 setting)
+    batch: int = 1  # sequences decoded at once (1: the batch-1 engine, prompt by prompt)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "temperatures", tuple(float(t) for t in self.temperatures))
@@ -35,11 +40,13 @@ class AcceptanceSettings:
             raise BenchError("--max-new-tokens must be at least 2 (one bonus token, then drafting)")
         if self.block_size is not None and self.block_size < 1:
             raise BenchError("--block-size must be at least 1: acceptance needs drafts (0 would be plain decoding)")
+        if self.batch < 1:
+            raise BenchError("--batch must be at least 1 (1: one prompt at a time)")
 
     def as_dict(self) -> dict[str, Any]:
         return {"temperatures": list(self.temperatures), "max_new_tokens": self.max_new_tokens, "seed": self.seed,
                 "top_p": self.top_p, "top_k": self.top_k, "block_size": self.block_size,
-                "confidence_threshold": self.confidence_threshold}
+                "confidence_threshold": self.confidence_threshold, "batch": self.batch}
 
 
 def count_work(prompts: Mapping[str, Sequence[EncodedPrompt]], settings: AcceptanceSettings) -> int:
@@ -52,29 +59,83 @@ def run_acceptance(target: Any, draft: Any, prompts: Mapping[str, Sequence[Encod
                    max_positions: int | None = None,
                    advance: Callable[[str, float], None] | None = None) -> tuple[AcceptanceRow, ...]:
     """One row per (temperature, suite), temperatures outermost. `advance(suite, T)` is called after each prompt."""
-    from dspark.config import GenerationConfig
-    from dspark.engine.generate import generate
-
     gamma = settings.block_size if settings.block_size is not None else int(draft.config.num_draft_tokens)
+    fits = {suite: [list(p.token_ids) for p in encoded if max_positions is None
+                    or len(p.token_ids) + settings.max_new_tokens + gamma <= max_positions]
+            for suite, encoded in prompts.items()}
+    run = _batched(target, draft, fits, settings) if settings.batch > 1 else _one_at_a_time(target, draft)
     rows = []
     for temperature in settings.temperatures:
         for suite, encoded in prompts.items():
-            stats, seconds, done, skipped = GenerationStats((), ()), 0.0, 0, 0
-            for index, prompt in enumerate(encoded):
-                needed = len(prompt.token_ids) + settings.max_new_tokens + gamma
-                if max_positions is not None and needed > max_positions:
-                    skipped += 1
-                else:
-                    config = GenerationConfig(
-                        max_new_tokens=settings.max_new_tokens, temperature=temperature, top_p=settings.top_p,
-                        top_k=settings.top_k, seed=settings.seed + index, eos_token_ids=tuple(eos_token_ids),
-                        block_size=settings.block_size, confidence_threshold=settings.confidence_threshold)
-                    result = generate(target, draft, list(prompt.token_ids), config)
-                    stats, seconds, done = stats.merge(result.stats), seconds + result.seconds, done + 1
-                if advance is not None:
-                    advance(suite, temperature)
-            rows.append(AcceptanceRow.from_stats(suite, temperature, gamma, stats, done, skipped, seconds))
+            tick = partial(advance, suite, temperature) if advance is not None else (lambda: None)
+            skipped = len(encoded) - len(fits[suite])
+            for _ in range(skipped):
+                tick()
+            config = partial(_config, settings, temperature, tuple(eos_token_ids))
+            stats, seconds = run(fits[suite], config, tick)
+            rows.append(AcceptanceRow.from_stats(suite, temperature, gamma, stats, len(fits[suite]), skipped, seconds))
     return tuple(rows)
+
+
+def _config(settings: AcceptanceSettings, temperature: float, eos_token_ids: tuple[int, ...], seed_offset: int) -> Any:
+    """The generation settings of one prompt (batch 1: seed + its index) or of one batched suite (seed)."""
+    from dspark.config import GenerationConfig
+
+    return GenerationConfig(max_new_tokens=settings.max_new_tokens, temperature=temperature, top_p=settings.top_p,
+                            top_k=settings.top_k, seed=settings.seed + seed_offset, eos_token_ids=eos_token_ids,
+                            block_size=settings.block_size, confidence_threshold=settings.confidence_threshold)
+
+
+# (prompts, config by seed offset, called after each prompt) -> (pooled rounds, seconds)
+Run = Callable[[list[list[int]], Callable[[int], Any], Callable[[], None]], tuple[GenerationStats, float]]
+
+
+def _one_at_a_time(target: Any, draft: Any) -> Run:
+    """Prompt i through the batch-1 engine with `config(i)` (seed + i); the seconds are the generations' own."""
+    from dspark.engine.generate import generate
+
+    def run(prompts, config, done):
+        stats, seconds = GenerationStats((), ()), 0.0
+        for index, prompt in enumerate(prompts):
+            result = generate(target, draft, prompt, config(index))
+            stats, seconds = stats.merge(result.stats), seconds + result.seconds
+            done()
+        return stats, seconds
+
+    return run
+
+
+def _batched(target: Any, draft: Any, prompts: Mapping[str, Sequence[Sequence[int]]],
+             settings: AcceptanceSettings) -> Run:
+    """A suite's prompts `settings.batch` at a time through one `BatchEngine` session (built once, sized for the
+    longest prompt of the run); the seconds are the session's wall time."""
+    import time
+
+    from dspark.engine.batch import BatchEngine
+
+    lengths = [len(p) for encoded in prompts.values() for p in encoded]
+    engine = None
+    if lengths:
+        engine = BatchEngine(target, draft, max_batch=min(settings.batch, max(len(e) for e in prompts.values())),
+                             max_length=max(lengths) + settings.max_new_tokens + draft.config.num_draft_tokens + 1)
+
+    def run(prompts, config, done):
+        if not prompts:
+            return GenerationStats((), ()), 0.0
+        began = time.perf_counter()
+        session = engine.open(config(0))
+        for index, prompt in enumerate(prompts):
+            session.add(index, prompt, settings.max_new_tokens)
+        while not session.idle:
+            for update in session.step():
+                if update.finished:
+                    done()
+        stats = GenerationStats((), ())
+        for index in range(len(prompts)):
+            stats = stats.merge(session.release(index).stats)
+        return stats, time.perf_counter() - began
+
+    return run
 
 
 def pooled(rows: Sequence[AcceptanceRow]) -> tuple[AcceptanceRow, ...]:

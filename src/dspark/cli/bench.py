@@ -34,6 +34,10 @@ ACCEPTANCE_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--block-size",), dict(type=int, help="drafts verified per round (default: the draft's own)")),
     (("--confidence-threshold",), dict(type=float, default=0.0,
                                        help="cut blocks at the first slot below this confidence (default 0: off)")),
+    (("--batch",), dict(type=int, default=1, metavar="N",
+                        help="decode N prompts at once through the batch engine (static caches, continuous batching, "
+                             "CUDA graphs for greedy rounds; one sampling stream per suite); default 1: one prompt "
+                             "at a time, prompt i sampling with seed + i. On a GPU use 32 or more")),
     (("--top-p",), dict(type=float, default=1.0)),
     (("--top-k",), dict(type=int, default=0)),
     (("--no-chat-template",), dict(action="store_true", help="feed prompts as plain text even if the tokenizer "
@@ -139,7 +143,7 @@ def _run_acceptance(args: argparse.Namespace) -> int:
                          "draft folder)")
     names = suite_names(args.suite) if args.suite or not args.prompts else []
     settings = AcceptanceSettings(_temperatures(args.temperature), args.max_new_tokens, args.seed, args.top_p,
-                                  args.top_k, args.block_size, args.confidence_threshold)
+                                  args.top_k, args.block_size, args.confidence_threshold, args.batch)
     request = AcceptanceRequest(args.target, args.draft, args.tokenizer, tuple(names), tuple(args.prompts or ()),
                                 args.limit, args.seed, args.context_tokens, settings, args.device, args.dtype,
                                 not args.no_chat_template, _template_kwargs(args.chat_template_kwargs),
