@@ -31,14 +31,16 @@
 # the latest checkpoint's draft to $OUT (dspark-snapshot.part*, ~15 s: keep DEADLINE ≤ 575 in a 600 s call), since
 # a machine released between calls takes /root with it (run 7 lost 5,949 of 6,000 steps that way).
 # MODE=unanchored (default dspark) trains the DSpark heads on the DFlash block layout instead (`../results/smollm2/`
-# "Run 12"); with INIT= (empty) from scratch, or INIT=<an unanchored draft folder> on a later lease.
+# "Run 12"): from scratch by default, or INIT=<an unanchored draft folder> on a later lease.
 # CPU dry run (small numbers): PY=.venv/bin/python STEPS=4 BATCH=1 LR=1e-4 SAVE=2 ATTN=sdpa EXTRA="--anchors 8"
 #   REGEN="--regen-max-new 8" EVAL="--eval-per-suite 1 --eval-max-new 8", with a few prompts in /root/stage/prompts.jsonl.
 set -euo pipefail
 source "$(dirname "$0")/lease_lib.sh"
 INIT_DRAFT=src/dspark/assets/smollm2-135m-instruct-dspark
-INIT=${INIT-$INIT_DRAFT}  # INIT= (empty): a fresh draft (EXTRA="--draft-layers N")
 MODE=${MODE:-dspark}  # the draft this lease trains: dspark (anchored) or unanchored (train_draft.py --modes)
+# INIT= (empty): a fresh draft (EXTRA="--draft-layers N"); the default is the shipped draft for MODE=dspark and a
+# fresh one otherwise (the shipped draft is anchored)
+INIT=${INIT-$([ "$MODE" = dspark ] && echo "$INIT_DRAFT" || true)}
 
 train_until() {  # train_until <seconds since the call began> [--resume]
     local TRAIN=(--work /root/smol --out /root/o --stage train --modes "$MODE" ${INIT:+--init "$INIT"}

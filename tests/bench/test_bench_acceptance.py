@@ -116,3 +116,30 @@ def test_batched_sampled_rows_repeat_with_the_same_seed_and_skip_what_does_not_f
     assert [r.rounds_table for r in first] == [r.rounds_table for r in again]
     assert [(r.suite, r.prompts, r.skipped, r.new_tokens) for r in first] == [("alpha", 1, 1, 9), ("beta", 1, 0, 9)]
     assert all(r.rounds > 0 for r in first)
+
+
+def test_a_skipped_prompt_keeps_the_seeds_of_the_prompts_after_it(tiny_pair):
+    target, draft = tiny_pair
+    # a1 (30 tokens) does not fit 35 positions; a2 is still the suite's prompt 1 and samples with seed + 1
+    (row,) = run_acceptance(target, draft, {"alpha": PROMPTS["alpha"]},
+                            AcceptanceSettings((1.0,), max_new_tokens=9, seed=3), max_positions=35)
+    alone = generate(target, draft, list(PROMPTS["alpha"][1].token_ids),
+                     GenerationConfig(max_new_tokens=9, temperature=1.0, seed=4)).stats
+    drafted = [(p, a) for p, a in zip(alone.proposed_counts, alone.accepted_counts) if p > 0]
+    assert (row.prompts, row.skipped) == (1, 1)
+    assert sorted(zip(row.stats().proposed_counts, row.stats().accepted_counts)) == sorted(drafted)
+
+
+def test_batched_suites_get_fewer_rows_when_rows_times_length_passes_the_position_budget(tiny_pair, monkeypatch):
+    import dspark.bench.acceptance as acceptance
+    import dspark.engine.batch as batch
+
+    target, draft = tiny_pair
+    built, real = [], batch.engine_for
+    monkeypatch.setattr(batch, "engine_for", lambda *a, **k: built.append(a[4]) or real(*a, **k))
+    settings = AcceptanceSettings((0.0,), max_new_tokens=9, batch=4)
+    wide = run_acceptance(target, draft, {"alpha": PROMPTS["alpha"]}, settings)
+    monkeypatch.setattr(acceptance, "BATCH_POSITIONS", 60)  # alpha needs 30 + 9 + 4 + 1 = 44 positions a row
+    narrow = run_acceptance(target, draft, {"alpha": PROMPTS["alpha"]}, settings)
+    assert built == [4, 1]
+    assert sorted(wide[0].rounds_table) == sorted(narrow[0].rounds_table)

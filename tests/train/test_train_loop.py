@@ -294,7 +294,7 @@ def test_flex_attention_forward_equals_sdpa_with_a_padded_context_and_cpu_traini
         TrainConfig(attention="dense")
 
 
-def test_train_fit_mode_unanchored_trains_dspark_heads_on_the_dflash_layout_and_refuses_a_mismatched_init(
+def test_train_fit_mode_unanchored_trains_dspark_heads_on_the_dflash_layout_and_refuses_mismatched_init_or_resume(
         tmp_path, capsys):
     from dspark.cli import main
     from dspark.formats.native import load_draft
@@ -305,7 +305,7 @@ def test_train_fit_mode_unanchored_trains_dspark_heads_on_the_dflash_layout_and_
     args = ["train", "fit", "--target", str(tmp_path / "target"), "--data", str(tmp_path / "data.jsonl"),
             "--steps", "2", "--num-anchors", "8", "--block-size", "4", "--markov-rank", "8", "--layers", "0,1",
             "--mask-token-id", "96"]
-    assert main([*args, "--mode", "unanchored", "--out", str(tmp_path / "u")]) == 0
+    assert main([*args, "--mode", "unanchored", "--save-every", "1", "--out", str(tmp_path / "u")]) == 0
     draft = load_draft(tmp_path / "u" / "final")
     assert (draft.config.mode, draft.config.has_heads, draft.config.num_draft_tokens) == ("dflash", True, 3)
     logged = [json.loads(line) for line in (tmp_path / "u" / METRICS).read_text().splitlines()]
@@ -313,3 +313,6 @@ def test_train_fit_mode_unanchored_trains_dspark_heads_on_the_dflash_layout_and_
     capsys.readouterr()
     assert main([*args, "--mode", "dflash", "--init", str(tmp_path / "u" / "final"), "--out", str(tmp_path / "d")]) == 2
     assert "is a draft of mode unanchored, not dflash" in capsys.readouterr().out
+    # the layouts share every tensor name and shape: resuming the unanchored run as anchored is refused, not loaded
+    assert main([*args, "--steps", "3", "--resume", "--out", str(tmp_path / "u")]) == 2
+    assert "resume with the same mode" in capsys.readouterr().out

@@ -3,9 +3,11 @@
 For every (temperature, suite) it generates each prompt with the lossless engine and pools the per-round acceptance
 into one `AcceptanceRow` (mean τ, per-position conditional acceptance, τ histogram). Prompts whose length plus
 max_new_tokens do not fit the model's positions are skipped and counted. `batch` 1 runs the prompts one at a time
-through the batch-1 engine (prompt i samples with seed + i); `batch` N > 1 decodes N at a time through `BatchEngine`
-(static caches, continuous batching, CUDA graphs for greedy rounds on a GPU; one sampling stream per suite, seeded
-with `seed`), the same rounds at T = 0 and the same distribution at T > 0. It loads nothing and prints nothing.
+through the batch-1 engine (the suite's prompt i samples with seed + i); `batch` N > 1 decodes up to N at a time
+through a `BatchEngine` built per suite (static caches for N rows × the suite's longest prompt + output, fewer rows
+when that passes BATCH_POSITIONS; continuous batching; CUDA graphs for greedy rounds on a GPU; one sampling stream per
+suite, seeded with `seed`): the same rounds at T = 0 up to numerics (identical in fp32), the same distribution at
+T > 0. Its seconds are the session's wall time, graph captures included. It loads nothing and prints nothing.
 """
 from __future__ import annotations
 
@@ -60,10 +62,12 @@ def run_acceptance(target: Any, draft: Any, prompts: Mapping[str, Sequence[Encod
                    advance: Callable[[str, float], None] | None = None) -> tuple[AcceptanceRow, ...]:
     """One row per (temperature, suite), temperatures outermost. `advance(suite, T)` is called after each prompt."""
     gamma = settings.block_size if settings.block_size is not None else int(draft.config.num_draft_tokens)
-    fits = {suite: [list(p.token_ids) for p in encoded if max_positions is None
-                    or len(p.token_ids) + settings.max_new_tokens + gamma <= max_positions]
-            for suite, encoded in prompts.items()}
-    run = _batched(target, draft, fits, settings) if settings.batch > 1 else _one_at_a_time(target, draft)
+    # the batch engine holds a whole block per row whatever --block-size verifies
+    reserve = gamma if settings.batch == 1 else max(gamma, int(draft.config.num_draft_tokens))
+    fits = {suite: [(i, list(p.token_ids)) for i, p in enumerate(encoded) if max_positions is None
+                    or len(p.token_ids) + settings.max_new_tokens + reserve <= max_positions]
+            for suite, encoded in prompts.items()}  # (index in the suite, token ids)
+    run = _one_at_a_time(target, draft) if settings.batch == 1 else _batched(target, draft, settings)
     rows = []
     for temperature in settings.temperatures:
         for suite, encoded in prompts.items():
@@ -78,7 +82,7 @@ def run_acceptance(target: Any, draft: Any, prompts: Mapping[str, Sequence[Encod
 
 
 def _config(settings: AcceptanceSettings, temperature: float, eos_token_ids: tuple[int, ...], seed_offset: int) -> Any:
-    """The generation settings of one prompt (batch 1: seed + its index) or of one batched suite (seed)."""
+    """The generation settings of one prompt (batch 1: seed + its index in the suite) or of one batched suite."""
     from dspark.config import GenerationConfig
 
     return GenerationConfig(max_new_tokens=settings.max_new_tokens, temperature=temperature, top_p=settings.top_p,
@@ -86,17 +90,17 @@ def _config(settings: AcceptanceSettings, temperature: float, eos_token_ids: tup
                             block_size=settings.block_size, confidence_threshold=settings.confidence_threshold)
 
 
-# (prompts, config by seed offset, called after each prompt) -> (pooled rounds, seconds)
-Run = Callable[[list[list[int]], Callable[[int], Any], Callable[[], None]], tuple[GenerationStats, float]]
+# ((index in the suite, token ids) pairs, config by seed offset, called after each prompt) -> (pooled rounds, seconds)
+Run = Callable[[list[tuple[int, list[int]]], Callable[[int], Any], Callable[[], None]], tuple[GenerationStats, float]]
 
 
 def _one_at_a_time(target: Any, draft: Any) -> Run:
-    """Prompt i through the batch-1 engine with `config(i)` (seed + i); the seconds are the generations' own."""
+    """Each prompt through the batch-1 engine with `config(its index)`; the seconds are the generations' own."""
     from dspark.engine.generate import generate
 
     def run(prompts, config, done):
         stats, seconds = GenerationStats((), ()), 0.0
-        for index, prompt in enumerate(prompts):
+        for index, prompt in prompts:
             result = generate(target, draft, prompt, config(index))
             stats, seconds = stats.merge(result.stats), seconds + result.seconds
             done()
@@ -105,37 +109,43 @@ def _one_at_a_time(target: Any, draft: Any) -> Run:
     return run
 
 
-def _batched(target: Any, draft: Any, prompts: Mapping[str, Sequence[Sequence[int]]],
-             settings: AcceptanceSettings) -> Run:
-    """A suite's prompts `settings.batch` at a time through one `BatchEngine` session (built once, sized for the
-    longest prompt of the run); the seconds are the session's wall time."""
+BATCH_POSITIONS = 1 << 18  # cache positions (rows × length) a batched suite may allocate: fewer rows for long prompts
+
+
+def _batched(target: Any, draft: Any, settings: AcceptanceSettings) -> Run:
+    """A suite's prompts through a `BatchEngine` sized for that suite (the previous suite's is freed first); the
+    seconds are the session's wall time."""
     import time
 
-    from dspark.engine.batch import BatchEngine
-
-    lengths = [len(p) for encoded in prompts.values() for p in encoded]
-    engine = None
-    if lengths:
-        engine = BatchEngine(target, draft, max_batch=min(settings.batch, max(len(e) for e in prompts.values())),
-                             max_length=max(lengths) + settings.max_new_tokens + draft.config.num_draft_tokens + 1)
+    from dspark.engine.batch import engine_for
 
     def run(prompts, config, done):
         if not prompts:
             return GenerationStats((), ()), 0.0
+        ids = [p for _, p in prompts]
+        length = max(len(p) for p in ids) + settings.max_new_tokens + int(draft.config.num_draft_tokens) + 1
+        rows = max(1, min(settings.batch, BATCH_POSITIONS // length))
+        _free_cuda_cache()  # the last suite's caches
+        engine = engine_for(target, draft, ids, settings.max_new_tokens, rows)
         began = time.perf_counter()
-        session = engine.open(config(0))
-        for index, prompt in enumerate(prompts):
-            session.add(index, prompt, settings.max_new_tokens)
-        while not session.idle:
-            for update in session.step():
-                if update.finished:
-                    done()
+        results = engine.generate(ids, config(0), on_finish=lambda _: done())
+        seconds = time.perf_counter() - began
         stats = GenerationStats((), ())
-        for index in range(len(prompts)):
-            stats = stats.merge(session.release(index).stats)
-        return stats, time.perf_counter() - began
+        for result in results:
+            stats = stats.merge(result.stats)
+        return stats, seconds
 
     return run
+
+
+def _free_cuda_cache() -> None:
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
 
 def pooled(rows: Sequence[AcceptanceRow]) -> tuple[AcceptanceRow, ...]:

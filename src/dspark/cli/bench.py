@@ -35,9 +35,10 @@ ACCEPTANCE_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--confidence-threshold",), dict(type=float, default=0.0,
                                        help="cut blocks at the first slot below this confidence (default 0: off)")),
     (("--batch",), dict(type=int, default=1, metavar="N",
-                        help="decode N prompts at once through the batch engine (static caches, continuous batching, "
-                             "CUDA graphs for greedy rounds; one sampling stream per suite); default 1: one prompt "
-                             "at a time, prompt i sampling with seed + i. On a GPU use 32 or more")),
+                        help="decode up to N prompts at once through the batch engine (static caches per suite, "
+                             "fewer rows where rows × length would pass 262,144 positions; continuous batching; CUDA "
+                             "graphs for greedy rounds; one sampling stream per suite); default 1: one prompt at a "
+                             "time, prompt i sampling with seed + i. On a GPU use 32 or more")),
     (("--top-p",), dict(type=float, default=1.0)),
     (("--top-k",), dict(type=int, default=0)),
     (("--no-chat-template",), dict(action="store_true", help="feed prompts as plain text even if the tokenizer "

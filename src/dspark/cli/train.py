@@ -49,7 +49,7 @@ def register(parser: argparse.ArgumentParser) -> None:
                      help="dspark: DSpark heads and loss, the anchor slot drafts too (sample_from_anchor); dflash: the "
                           "DFlash baseline (no heads, CE only); unanchored: DSpark heads and loss on the DFlash block "
                           "layout (speculators' sample_from_anchor false; block_size − 1 drafts). Default dspark; "
-                          "with --init, the init draft's")
+                          "with --init, the init draft's; --resume refuses a mode other than the checkpoint's")
     fit.add_argument("--draft-layers", type=int,
                      help="layers of a new draft (default 2); with --init, grow that draft to this many layers "
                           "(the new layers start as copies with zeroed output projections: the same outputs at first)")
@@ -145,7 +145,7 @@ def _fit(args) -> int:
 
     from dspark import Target
     from dspark.config import TrainConfig
-    from dspark.formats.native import load_draft, save_draft
+    from dspark.formats.native import load_draft, read_config, save_draft
     from dspark.model.draft import DSparkDraft
     from dspark.train.data import read_examples
     from dspark.train.hidden import OfflineHiddenStates, OnlineHiddenStates
@@ -154,14 +154,15 @@ def _fit(args) -> int:
 
     if bool(args.data) == bool(args.hidden):
         raise ValueError("give exactly one of --data (online) or --hidden (offline)")
+    init_mode = _mode_of(read_config(args.init)) if args.init else None  # checked before the slow target load
+    if init_mode is not None and args.mode not in (None, init_mode):
+        raise ValueError(f"--init {args.init} is a draft of mode {init_mode}, not {args.mode}: drop --mode or start a "
+                         f"new draft")
     rank, _, device = init_distributed()
     model, tok = _load(args.target, args.dtype)
     model.to(device)
     if args.init:
         draft = load_draft(args.init, device=device)
-        if args.mode is not None and args.mode != _mode_of(draft.config):
-            raise ValueError(f"--init {args.init} is a draft of mode {_mode_of(draft.config)}, not {args.mode}: "
-                             f"drop --mode or start a new draft")
         if args.draft_layers is not None:
             from dspark.train.grow import grow_draft
 

@@ -13,7 +13,7 @@ are the batch-1 engine's types. Lossless: greedy output equals the target's own 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -150,16 +150,19 @@ class BatchEngine:
             self.round.retire(slot)
 
     def generate(self, prompts: Sequence[Sequence[int]], config: GenerationConfig = GenerationConfig(),
-                 scheduling: Scheduling | None = None,
-                 calibration: torch.Tensor | None = None) -> list[GenerationResult]:
-        """Generate for every prompt (token id lists); results in prompt order. A loop over one session."""
+                 scheduling: Scheduling | None = None, calibration: torch.Tensor | None = None,
+                 on_finish: Callable[[int], None] | None = None) -> list[GenerationResult]:
+        """Generate for every prompt (token id lists); results in prompt order. A loop over one session.
+        `on_finish(i)` is called when prompt i finishes (a progress bar)."""
         if not prompts:
             raise ValueError("prompts is empty: pass at least one list of token ids")
         session = self.open(config, scheduling, calibration)
         for i, prompt in enumerate(prompts):
             session.add(i, prompt, config.max_new_tokens)
         while not session.idle:
-            session.step()
+            for update in session.step():
+                if update.finished and on_finish is not None:
+                    on_finish(update.request_id)
         return [session.release(i) for i in range(len(prompts))]
 
     # --- capture and measurement (idle engine only: no sequence may be in flight) --------------------------------
@@ -239,11 +242,18 @@ class BatchEngine:
         return StepCostTable.from_latency_ms(latency)
 
 
+def engine_for(target: Target, draft: DSparkDraft | None, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+               max_batch: int = 8, cuda_graphs: bool | None = None) -> BatchEngine:
+    """A BatchEngine just big enough for these prompts: at most `max_batch` rows (no more than there are prompts),
+    each as long as the longest prompt + `max_new_tokens` + a block."""
+    gamma = draft.config.num_draft_tokens if draft is not None else 0
+    length = max(len(p) for p in prompts) + max_new_tokens + gamma + 1 if prompts else 2
+    return BatchEngine(target, draft, min(max_batch, max(1, len(prompts))), length, cuda_graphs)
+
+
 def generate_batch(target: Target, draft: DSparkDraft | None, prompts: Sequence[Sequence[int]],
                    config: GenerationConfig = GenerationConfig(), scheduling: Scheduling | None = None,
                    max_batch: int = 8, cuda_graphs: bool | None = None) -> list[GenerationResult]:
     """One-shot batched generation (builds a BatchEngine sized for these prompts; keep an engine to reuse it)."""
-    gamma = draft.config.num_draft_tokens if draft is not None else 0
-    length = max(len(p) for p in prompts) + config.max_new_tokens + gamma + 1 if prompts else 2
-    engine = BatchEngine(target, draft, min(max_batch, max(1, len(prompts))), length, cuda_graphs)
+    engine = engine_for(target, draft, prompts, config.max_new_tokens, max_batch, cuda_graphs)
     return engine.generate(prompts, config, scheduling)

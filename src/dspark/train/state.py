@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from dspark.formats.native import EMBEDDING_TENSORS, WEIGHTS_NAME, atomic_write, save_draft, write_json
+from dspark.formats.native import EMBEDDING_TENSORS, WEIGHTS_NAME, atomic_write, read_config, save_draft, write_json
 from dspark.model.draft import DSparkDraft
 
 STATE_TENSORS = "trainer_state.safetensors"
@@ -51,6 +51,12 @@ def latest_checkpoint(folder: Path) -> Path | None:
 
 def load_checkpoint(ckpt: Path, draft: DSparkDraft, optimizer: torch.optim.Optimizer, scheduler) -> Position:
     """Restore everything `save_checkpoint` wrote into live objects; returns the data position."""
+    saved = read_config(ckpt / "draft")
+    if (saved.mode, saved.has_heads) != (draft.config.mode, draft.config.has_heads):
+        # the two layouts share every tensor name and shape: only the config tells them apart
+        raise ValueError(f"{ckpt}: the checkpoint's draft is mode {saved.mode!r} with heads={saved.has_heads}, this "
+                         f"run's is mode {draft.config.mode!r} with heads={draft.config.has_heads}; resume with the "
+                         f"same mode as the run that wrote it")
     weights = load_file(str(ckpt / "draft" / WEIGHTS_NAME))
     missing, unexpected = draft.load_state_dict(weights, strict=False)
     if unexpected or set(missing) - set(EMBEDDING_TENSORS):
