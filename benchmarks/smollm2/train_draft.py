@@ -49,7 +49,7 @@ from dspark.train.calibrate import fit_sts, full_block_rounds, save_calibration 
 from dspark.train.data import load_prompts, read_examples, render_prompt  # noqa: E402
 from dspark.train.grow import grow_draft  # noqa: E402
 from dspark.train.hidden import OnlineHiddenStates  # noqa: E402
-from dspark.train.recipe import draft_config_from_target  # noqa: E402
+from dspark.train.recipe import DRAFT_MODES, draft_config_from_target  # noqa: E402
 from dspark.train.regenerate import regenerate  # noqa: E402
 from dspark.train.state import STATE_JSON, latest_checkpoint  # noqa: E402
 from dspark.train.trainer import TrainingStopped, train  # noqa: E402
@@ -138,9 +138,7 @@ def stage_pack(work: Path, out: Path, part_bytes: int = 15_000_000) -> dict:
     return {"pack_bytes": len(packed), "pack_parts": len(parts)}
 
 
-# --modes: block layout and whether the draft has the DSpark heads (Markov + confidence, trained with the DSpark loss)
-MODES = {"dspark": ("dspark", True), "dflash": ("dflash", False),
-         "unanchored": ("dflash", True)}  # DSpark heads on the DFlash layout (speculators' sample_from_anchor false)
+MODES = DRAFT_MODES  # --modes: (block layout, DSpark heads: Markov + confidence, trained with the DSpark loss)
 
 
 def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_SHAPE["num_layers"]) -> DSparkDraft:

@@ -136,10 +136,10 @@ def test_batched_suites_get_fewer_rows_when_rows_times_length_passes_the_positio
 
     target, draft = tiny_pair
     built, real = [], batch.engine_for
-    monkeypatch.setattr(batch, "engine_for", lambda *a, **k: built.append(a[4]) or real(*a, **k))
+    monkeypatch.setattr(batch, "engine_for", lambda *a, **k: built.append(real(*a, **k)) or built[-1])
     settings = AcceptanceSettings((0.0,), max_new_tokens=9, batch=4)
     wide = run_acceptance(target, draft, {"alpha": PROMPTS["alpha"]}, settings)
     monkeypatch.setattr(acceptance, "BATCH_POSITIONS", 60)  # alpha needs 30 + 9 + 4 + 1 = 44 positions a row
     narrow = run_acceptance(target, draft, {"alpha": PROMPTS["alpha"]}, settings)
-    assert built == [4, 1]
+    assert [engine.max_batch for engine in built] == [2, 1]  # alpha has 2 prompts
     assert sorted(wide[0].rounds_table) == sorted(narrow[0].rounds_table)

@@ -123,10 +123,8 @@ def _batched(target: Any, draft: Any, settings: AcceptanceSettings) -> Run:
         if not prompts:
             return GenerationStats((), ()), 0.0
         ids = [p for _, p in prompts]
-        length = max(len(p) for p in ids) + settings.max_new_tokens + int(draft.config.num_draft_tokens) + 1
-        rows = max(1, min(settings.batch, BATCH_POSITIONS // length))
         _free_cuda_cache()  # the last suite's caches
-        engine = engine_for(target, draft, ids, settings.max_new_tokens, rows)
+        engine = engine_for(target, draft, ids, settings.max_new_tokens, settings.batch, max_positions=BATCH_POSITIONS)
         began = time.perf_counter()
         results = engine.generate(ids, config(0), on_finish=lambda _: done())
         seconds = time.perf_counter() - began

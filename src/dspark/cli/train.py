@@ -13,7 +13,7 @@ import json
 import signal
 import sys
 
-MODES = ("dspark", "dflash", "unanchored")  # --mode: block layout and whether the draft has the DSpark heads
+from dspark.train.recipe import DRAFT_MODES
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +45,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     fit.add_argument("--hidden", help="captured hidden states folder (offline: the target never runs)")
     fit.add_argument("--out", required=True)
     fit.add_argument("--init", help="start from this draft folder instead of a new draft")
-    fit.add_argument("--mode", choices=MODES,
+    fit.add_argument("--mode", choices=tuple(DRAFT_MODES),
                      help="dspark: DSpark heads and loss, the anchor slot drafts too (sample_from_anchor); dflash: the "
                           "DFlash baseline (no heads, CE only); unanchored: DSpark heads and loss on the DFlash block "
                           "layout (speculators' sample_from_anchor false; block_size − 1 drafts). Default dspark; "
@@ -133,13 +133,6 @@ def _capture(args) -> int:
     return 0
 
 
-def _mode_of(config) -> str:
-    """The --mode name of a draft config: its block layout and whether it has the DSpark heads."""
-    if config.mode == "dspark":
-        return "dspark"
-    return "unanchored" if config.has_heads else "dflash"
-
-
 def _fit(args) -> int:
     import torch
 
@@ -149,12 +142,12 @@ def _fit(args) -> int:
     from dspark.model.draft import DSparkDraft
     from dspark.train.data import read_examples
     from dspark.train.hidden import OfflineHiddenStates, OnlineHiddenStates
-    from dspark.train.recipe import draft_config_from_target
+    from dspark.train.recipe import draft_config_from_target, mode_name
     from dspark.train.trainer import TrainingStopped, init_distributed, train
 
     if bool(args.data) == bool(args.hidden):
         raise ValueError("give exactly one of --data (online) or --hidden (offline)")
-    init_mode = _mode_of(read_config(args.init)) if args.init else None  # checked before the slow target load
+    init_mode = mode_name(read_config(args.init)) if args.init else None  # checked before the slow target load
     if init_mode is not None and args.mode not in (None, init_mode):
         raise ValueError(f"--init {args.init} is a draft of mode {init_mode}, not {args.mode}: drop --mode or start a "
                          f"new draft")
@@ -170,11 +163,11 @@ def _fit(args) -> int:
     else:
         mask = args.mask_token_id if args.mask_token_id is not None else getattr(tok, "mask_token_id", None)
         layers = tuple(int(i) for i in args.layers.split(",")) if args.layers else None
+        layout, heads = DRAFT_MODES[args.mode or "dspark"]
         config = draft_config_from_target(model.config, num_layers=args.draft_layers or 2, block_size=args.block_size,
                                           layer_ids=layers, markov_rank=args.markov_rank,
                                           markov_head_type=args.markov_head, mask_token_id=mask,
-                                          mode="dspark" if args.mode in (None, "dspark") else "dflash",
-                                          heads=args.mode != "dflash")
+                                          mode=layout, heads=heads)
         torch.manual_seed(args.seed)
         draft = DSparkDraft(config).to(device)
     draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())

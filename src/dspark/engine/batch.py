@@ -243,12 +243,16 @@ class BatchEngine:
 
 
 def engine_for(target: Target, draft: DSparkDraft | None, prompts: Sequence[Sequence[int]], max_new_tokens: int,
-               max_batch: int = 8, cuda_graphs: bool | None = None) -> BatchEngine:
+               max_batch: int = 8, cuda_graphs: bool | None = None, max_positions: int | None = None) -> BatchEngine:
     """A BatchEngine just big enough for these prompts: at most `max_batch` rows (no more than there are prompts),
-    each as long as the longest prompt + `max_new_tokens` + a block."""
+    each as long as the longest prompt + `max_new_tokens` + a block; with `max_positions`, fewer rows (at least one)
+    so that rows × length stays within it (the static caches' size)."""
     gamma = draft.config.num_draft_tokens if draft is not None else 0
     length = max(len(p) for p in prompts) + max_new_tokens + gamma + 1 if prompts else 2
-    return BatchEngine(target, draft, min(max_batch, max(1, len(prompts))), length, cuda_graphs)
+    rows = min(max_batch, max(1, len(prompts)))
+    if max_positions is not None:
+        rows = max(1, min(rows, max_positions // length))
+    return BatchEngine(target, draft, rows, length, cuda_graphs)
 
 
 def generate_batch(target: Target, draft: DSparkDraft | None, prompts: Sequence[Sequence[int]],

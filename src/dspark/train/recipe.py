@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from dspark.config import DraftConfig, RopeConfig
 
+# draft kinds by name: (block layout, DSpark heads). unanchored = the DSpark heads on the DFlash layout (speculators'
+# sample_from_anchor false)
+DRAFT_MODES = {"dspark": ("dspark", True), "dflash": ("dflash", False), "unanchored": ("dflash", True)}
+
+
+def mode_name(config: DraftConfig) -> str:
+    """The DRAFT_MODES name of a draft config."""
+    return next(name for name, kind in DRAFT_MODES.items() if kind == (config.mode, config.has_heads))
+
 
 def spread_layer_ids(num_target_layers: int, count: int) -> tuple[int, ...]:
     """`count` capture layers spread over 1 … N−3 (e.g. 36 layers, 5 ids -> 1, 9, 17, 25, 33)."""
