@@ -30,12 +30,13 @@ def hf_greedy(model, prompt, n):
     return out[0, len(prompt):].tolist()
 
 
+@pytest.mark.parametrize("ragged", [False, True])  # True: only each row's kept slots are computed
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen2", "mistral"])  # qwen2 / mistral: sliding windows of 8
-def test_static_target_equals_hf_target_for_prefill_and_ragged_verify_steps(arch):
+def test_static_target_equals_hf_target_for_prefill_and_ragged_verify_steps(arch, ragged):
     model = tiny_target(arch, vocab_size=300, num_layers=3, seed=1)
     prompts = [[5, 6, 7, 8, 9], [1, 2, 3], [9, 8, 7, 6, 5, 4, 3]]
     logit_gap, feature_gap = static_target_differences(model, (-1, 0, 1), prompts, rows=[3, 0, 2], steps=4,
-                                                       width=4, max_length=40)
+                                                       width=4, max_length=40, ragged=ragged)
     assert logit_gap < 1e-5 and feature_gap < 1e-5, (logit_gap, feature_gap)
 
 
@@ -81,11 +82,13 @@ PROMPTS = [list(b"hello wor"), list(b"abc"), list(b"xyz 123 456 789"), list(b"Th
            list(b"a~")]  # the target answers "a~" with the EOS: a request that ends at its first token
 
 
-@pytest.mark.parametrize("max_batch,pad,length", [(8, False, 96), (3, True, 600), (2, False, 96)])
-def test_batched_greedy_equals_batch1_engine_tokens_and_stats_with_eos_and_refills(max_batch, pad, length):
+@pytest.mark.parametrize("max_batch,pad,length,ragged", [(8, False, 96, True), (8, False, 96, False),
+                                                         (3, True, 600, False), (2, False, 96, True)])
+def test_batched_greedy_equals_batch1_engine_tokens_and_stats_with_eos_and_refills(max_batch, pad, length, ragged):
     model, draft = build_pair()  # the successor pair: high but partial acceptance
     target = Target(model, draft.config.target_layer_ids)
-    engine = BatchEngine(target, draft, max_batch=max_batch, max_length=length, pad_to_buckets=pad)  # 600: windowed
+    engine = BatchEngine(target, draft, max_batch=max_batch, max_length=length, pad_to_buckets=pad,
+                         ragged=ragged)  # 600: windowed attention; ragged False: the rectangle verify graphs capture
     for config in (GenerationConfig(max_new_tokens=30, eos_token_ids=(EOS_ID,)), GenerationConfig(max_new_tokens=9),
                    GenerationConfig(max_new_tokens=12, block_size=2)):
         results = engine.generate(PROMPTS, config)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 import torch
 from test_lossless_sampling import chi_square_excess, exact_continuations
 
@@ -16,7 +17,7 @@ from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_targ
 VOCAB, PROMPT, LENGTH = 4, [1, 2, 3], 3
 
 
-def _batched_counts(config: GenerationConfig, samples: int) -> tuple[Counter, int, dict]:
+def _batched_counts(config: GenerationConfig, samples: int) -> tuple[Counter, int, dict, float]:
     model = tiny_target("qwen3", vocab_size=VOCAB, hidden_size=32, num_layers=2, seed=0)
     cfg = draft_config_for(model, layer_ids=(0,), block_size=3, num_layers=1)
     draft = random_draft(cfg, scale=3.0)
@@ -24,14 +25,17 @@ def _batched_counts(config: GenerationConfig, samples: int) -> tuple[Counter, in
     results = engine.generate([PROMPT] * samples, config)
     counts = Counter(tuple(r.tokens) for r in results)
     accepted = sum(sum(r.stats.accepted_counts) for r in results)
-    return counts, accepted, exact_continuations(model, PROMPT, LENGTH, config, VOCAB)
+    verified = sum(sum(r.stats.proposed_counts) for r in results) / sum(r.stats.rounds for r in results)
+    return counts, accepted, exact_continuations(model, PROMPT, LENGTH, config, VOCAB), verified
 
 
-def test_batched_speculative_sampling_matches_target_distribution():
-    config = GenerationConfig(max_new_tokens=LENGTH, temperature=0.8, top_k=3, seed=0)
-    counts, accepted, expected = _batched_counts(config, 1500)
+@pytest.mark.parametrize("threshold", [0.0, 0.6])  # 0.6: the threshold rule cuts blocks, a ragged verify skips them
+def test_batched_speculative_sampling_matches_target_distribution(threshold):
+    config = GenerationConfig(max_new_tokens=LENGTH, temperature=0.8, top_k=3, seed=0, confidence_threshold=threshold)
+    counts, accepted, expected, verified = _batched_counts(config, 1500)
     assert chi_square_excess(counts, expected, 1500) < 0
-    assert accepted > 150  # drafts were really accepted: the rejection, residual and bonus paths all ran
+    assert accepted > 100  # drafts were really accepted: the rejection, residual and bonus paths all ran
+    assert (verified < 0.3) == (threshold > 0)  # drafts verified per round (none: 0.59, the cut: 0.15)
 
 
 def test_skipping_rejection_is_caught(monkeypatch):
@@ -41,5 +45,5 @@ def test_skipping_rejection_is_caught(monkeypatch):
 
     monkeypatch.setattr(batch_round, "accept_sampling", accept_everything)
     config = GenerationConfig(max_new_tokens=LENGTH, temperature=1.0, seed=0)  # full support: only χ² can tell
-    counts, _, expected = _batched_counts(config, 1000)
+    counts, _, expected, _ = _batched_counts(config, 1000)
     assert chi_square_excess(counts, expected, 1000) > 0

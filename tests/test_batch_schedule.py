@@ -1,6 +1,7 @@
 """Scheduling in the batched engine: Algorithm 1 over the shared verify width equals the paper's list version for
-one row and stops at the first width that does not raise expected throughput; the threshold and Algorithm 1 rules
-change how much is verified but never what is committed."""
+one row and stops at the first width that does not raise expected throughput; over a ragged verify it equals the
+paper's list version for any number of rows; the threshold and Algorithm 1 rules change how much is verified (and,
+ragged, how much the target computes) but never what is committed."""
 from __future__ import annotations
 
 import pytest
@@ -10,7 +11,8 @@ from hypothesis import strategies as st
 
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.batch import BatchEngine
-from dspark.engine.batch_schedule import Scheduling, rectangle_drafts
+from dspark.engine import static_target
+from dspark.engine.batch_schedule import Scheduling, ragged_drafts, rectangle_drafts
 from dspark.engine.schedule import StepCostTable, schedule_prefixes
 from dspark.testbed.successor_pair import EOS_ID, build_pair
 
@@ -51,6 +53,23 @@ def test_the_shared_width_grows_while_expected_throughput_improves_and_stops_at_
         assert throughput(drafts + 1) <= throughput(drafts) or float(prefix[:, drafts].sum()) == 0
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 5), st.integers(1, 6), st.data(), tables)
+def test_over_a_ragged_verify_each_rows_length_is_the_papers_algorithm1_with_the_cost_by_total_tokens(
+        requests, slots, data, table):
+    alive, cost = _draw(data, requests, slots, table)
+    rates = torch.tensor([cost(tokens) for tokens in range(requests * (slots + 1) + 1)], dtype=torch.float64)
+    assert ragged_drafts(alive, rates).tolist() == schedule_prefixes(alive, cost)
+
+
+def test_a_ragged_round_is_priced_at_the_mean_width_of_its_rows():
+    table = StepCostTable([1, 2, 8], [100.0, 50.0, 20.0])
+    rates = Scheduling("algorithm1", table).token_rates(4, 7)  # 4 rows, γ 7: 0 … 32 tokens
+    assert rates.shape == (33,)
+    assert float(rates[4]) == 100.0 and float(rates[8]) == 50.0 and float(rates[32]) == 20.0
+    assert float(rates[6]) == 75.0  # 1.5 tokens a row: halfway between widths 1 and 2
+
+
 def test_a_flat_table_verifies_every_budgeted_slot_and_a_steep_one_only_the_anchors():
     alive = torch.tensor([[0.9, 0.8, 0.7], [0.2, 0.1, 0.05]])  # [R=2, γ=3]
     flat = Scheduling("algorithm1", StepCostTable([1, 4], [100.0, 100.0]))
@@ -61,11 +80,11 @@ def test_a_flat_table_verifies_every_budgeted_slot_and_a_steep_one_only_the_anch
     assert steep.table(1) is steep.cost[1] and steep.table(3) is steep.cost[2]  # the largest holds bigger batches
 
 
-@pytest.fixture(scope="module")
-def pair():
+@pytest.fixture(scope="module", params=[True, False], ids=["ragged", "rectangle"])
+def pair(request):
     model, draft = build_pair()
     target = Target(model, draft.config.target_layer_ids)
-    return target, draft, BatchEngine(target, draft, max_batch=3, max_length=64)
+    return target, draft, BatchEngine(target, draft, max_batch=3, max_length=64, ragged=request.param)
 
 
 def test_threshold_scheduling_is_lossless_and_matches_the_batch1_engine(pair):
@@ -98,3 +117,24 @@ def test_algorithm1_is_lossless_and_a_steep_cost_table_verifies_fewer_drafts(pai
 def test_algorithm1_needs_a_cost_table():
     with pytest.raises(ValueError, match="round_cost_tables"):
         Scheduling("algorithm1")
+
+
+def test_a_ragged_verify_computes_only_each_rows_anchor_and_scheduled_drafts(monkeypatch):
+    model, draft = build_pair()
+    engine = BatchEngine(Target(model, draft.config.target_layer_ids), draft, max_batch=3, max_length=64, ragged=True)
+    computed, scheduled = [], []
+    forward = static_target.StaticTarget.forward
+
+    def counting(self, ids, start, rows=None, logits_at=None, window=None, tokens=None):
+        if tokens is not None:
+            computed.append(int(tokens.numel()))
+            scheduled.append(int((engine.round.lengths[: ids.shape[0]] + 1).sum()))
+        return forward(self, ids, start, rows, logits_at, window, tokens)
+
+    monkeypatch.setattr(static_target.StaticTarget, "forward", counting)
+    config = GenerationConfig(max_new_tokens=24, confidence_threshold=0.5)
+    results = engine.generate(PROMPTS, config)
+    assert computed == scheduled and len(computed) >= max(r.stats.rounds for r in results)
+    rectangle = sum(3 * (1 + 4) for _ in computed)  # what a rectangle of 3 rows × a full block would compute
+    assert sum(computed) < rectangle  # cut blocks and short rows were not computed
+    assert sum(computed) == sum(sum(r.stats.proposed_counts) + r.stats.rounds for r in results)

@@ -47,9 +47,12 @@ class OurEngine:
     """One target + (optional) draft, decoding requests with the batched or the batch-1 engine."""
 
     def __init__(self, target: Target, draft: DSparkDraft | None, max_length: int, kind: str = "auto",
-                 cuda_graphs: bool | None = None):
+                 cuda_graphs: bool | None = None, ragged: bool | None = None):
+        """`ragged` (batch kind): None, the engine's default (a ragged verify without CUDA graphs, a rectangle with
+        them); True, a ragged verify (eager, so no CUDA graphs); False, a rectangle."""
         self.target, self.draft, self.max_length = target, draft, max_length
-        self.kind, self.cuda_graphs = resolve_kind(kind), cuda_graphs
+        self.ragged = ragged
+        self.kind, self.cuda_graphs = resolve_kind(kind), (False if ragged and cuda_graphs is None else cuda_graphs)
         if kind == "auto" and not is_supported(target.model):
             self.kind = "sequential"
         self._engines: dict[int, Any] = {}
@@ -67,7 +70,7 @@ class OurEngine:
             from dspark.engine.batch import BatchEngine
 
             engine = BatchEngine(self.target, self.draft, max_batch=max_batch, max_length=self.max_length,
-                                 cuda_graphs=self.cuda_graphs)
+                                 cuda_graphs=self.cuda_graphs, ragged=self.ragged)
             if engine.graphs is not None:
                 engine.warm_up()  # every graph captured now: a capture inside a timed run would be billed to it
             self._engines[max_batch] = engine

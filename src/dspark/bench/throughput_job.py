@@ -16,6 +16,8 @@ from dspark.bench.errors import BenchError
 from dspark.bench.results import SuiteRecord
 from dspark.bench.throughput import SCHEDULERS, Method, ThroughputSettings, never_run, run_matrix
 
+# the batched engine's verify shape: None its default (ragged without CUDA graphs), True ragged, False a rectangle
+VERIFY_SHAPES = {"auto": None, "ragged": True, "rectangle": False}
 METHODS = ("plain", "dspark", "dflash", "hf-dynamic", "hf-static", "prompt-lookup", "assisted", "dflash-ref")
 NEEDS = {"dspark": ("draft", "--draft DIR (a native DSpark draft)"),
          "dflash": ("dflash_draft", "--dflash-draft DIR (a native DFlash-mode draft)"),
@@ -158,8 +160,9 @@ def encode_all(models: ThroughputModels, prompts: Sequence[Any], max_new_tokens:
 
 def build_methods(models: ThroughputModels, settings: ThroughputSettings, names: Sequence[str] | None,
                   schedulers: Sequence[str] | None, engine_kind: str, work: Path, max_prompt: int,
-                  cuda_graphs: bool | None = None) -> tuple[list[Method], Any]:
-    """The runner's methods in report order, and the lazily measured round-cost tables (`StepCosts`)."""
+                  cuda_graphs: bool | None = None, verify: str = "auto") -> tuple[list[Method], Any]:
+    """The runner's methods in report order, and the lazily measured round-cost tables (`StepCosts`). `verify`:
+    the batched engine's verify shape (VERIFY_SHAPES)."""
     from dspark.bench.our_engine import OurEngine, StepCosts, our_method
     from dspark.bench.peers import dflash_method, hf_methods
     from dspark.config import GenerationConfig
@@ -174,7 +177,8 @@ def build_methods(models: ThroughputModels, settings: ThroughputSettings, names:
                               eos_token_ids=models.eos_token_ids)
     max_length = max_prompt + settings.max_new_tokens + models.drafts_per_round + 2
     layer_ids = models.draft.config.target_layer_ids if models.draft is not None else (0,)
-    plain = OurEngine(Target(models.model, layer_ids), None, max_length, engine_kind, cuda_graphs)
+    ragged = VERIFY_SHAPES[verify]
+    plain = OurEngine(Target(models.model, layer_ids), None, max_length, engine_kind, cuda_graphs, ragged)
     costs = None
     hf = {m.name: m for m in hf_methods(models.model, models.eos_token_ids, models.pad_id, settings.temperature,
                                         max_length, models.assistant, f"needs {NEEDS['assisted'][1]}")}
@@ -187,7 +191,7 @@ def build_methods(models: ThroughputModels, settings: ThroughputSettings, names:
         elif name in ("dspark", "dflash"):
             draft = models.draft if name == "dspark" else models.dflash_draft
             engine = OurEngine(Target(models.model, draft.config.target_layer_ids), draft, max_length, engine_kind,
-                               cuda_graphs)
+                               cuda_graphs, ragged)
             if name == "dspark":
                 costs = StepCosts(engine, max(settings.concurrency))
             for scheduler in (schedulers if name == "dspark" else ["none"]):
@@ -214,12 +218,15 @@ class ThroughputRequest:
     methods: tuple[str, ...] | None = None
     schedulers: tuple[str, ...] | None = None
     engine: str = "auto"
+    verify: str = "auto"
     device: str = "auto"
     dtype: str = "auto"
     chat_template: bool = True
     command: str = ""
 
     def __post_init__(self) -> None:
+        if self.verify not in VERIFY_SHAPES:
+            raise BenchError(f"--verify must be one of {tuple(VERIFY_SHAPES)}, got {self.verify!r}")
         if (self.target is None) == (not self.smollm2):
             raise BenchError("give the target: either --target PATH (a local Hugging Face folder) or --smollm2")
 
@@ -253,12 +260,12 @@ def measure_throughput(request: ThroughputRequest, models: ThroughputModels, pro
 
     settings = request.settings
     methods, costs = build_methods(models, settings, request.methods, request.schedulers, request.engine, work,
-                                   max(len(p) for p in prompts), cuda_graphs)
+                                   max(len(p) for p in prompts), cuda_graphs, request.verify)
     rows = run_matrix(methods, prompts, settings, suite.name, sync=cuda_sync(models.device), progress=progress)
     return BenchResult(
         run=collect_run_info(request.command, models.device), target=str(request.target), draft=request.draft,
         settings={**settings.as_dict(), "dflash_draft": request.dflash_draft, "assistant": request.assistant,
-                  "engine": resolve_kind(request.engine), "dtype": str(models.dtype).replace("torch.", ""),
+                  "engine": resolve_kind(request.engine), "verify": request.verify, "dtype": str(models.dtype).replace("torch.", ""),
                   "prompts_skipped": skipped, "distinct_prompts": len(prompts),
                   "eos_token_ids": list(models.eos_token_ids), "chat_template": request.chat_template,
                   "step_costs": costs.as_dict() if costs is not None else None},

@@ -39,6 +39,10 @@ THROUGHPUT_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--deadline",), dict(type=float, help="seconds for the whole matrix; what is left after it is skipped")),
     (("--engine",), dict(default="auto", choices=("auto", "batch", "sequential"),
                          help="our engine: batch (dspark.engine.batch), sequential (the batch-1 loop), auto")),
+    (("--verify",), dict(default="auto", choices=("auto", "ragged", "rectangle"),
+                         help="batch engine's verify: ragged computes only the slots each row verifies (eager; "
+                              "the default without CUDA graphs), rectangle the widest row's width for every row "
+                              "(the default with CUDA graphs)")),
     (("--no-chat-template",), dict(action="store_true", help="feed prompts as plain text")),
     (("--seed",), dict(type=int, default=0)),
     (("--device",), dict(default="auto", help="auto, cpu, cuda, cuda:1 ... (default auto)")),
@@ -76,7 +80,8 @@ def run_throughput(args: argparse.Namespace) -> int:
     request = ThroughputRequest(args.target, args.smollm2, args.draft, args.dflash_draft, args.assistant,
                                 args.tokenizer, args.prompts, args.prompt_suite, settings,
                                 parse_names(args.methods, METHODS, "method"),
-                                parse_names(args.schedulers, SCHEDULERS, "scheduler"), args.engine, args.device,
+                                parse_names(args.schedulers, SCHEDULERS, "scheduler"), args.engine, args.verify,
+                                args.device,
                                 args.dtype, not args.no_chat_template,
                                 command_line("throughput", THROUGHPUT_OPTIONS, args))
     progress = None if args.no_progress else progress_line

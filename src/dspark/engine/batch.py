@@ -3,8 +3,9 @@
 `BatchEngine` is built once (caches, buffers, CUDA graphs) and generates many times: `open` starts a stepping
 session that requests join and leave while the batch decodes (batch_session.py, the host bookkeeping);
 `generate` runs a fixed list of prompts through one session; `generate_batch` is the one-shot form. Each round:
-propose → schedule → verify at width T → accept → extend the draft → advance, all on device (batch_round.py);
-the host syncs once per round to read [accepted, L, committed …] of every row, then
+propose → schedule → verify (a ragged pass over each row's own slots, or a rectangle of width T) → accept → extend
+the draft → advance, all on device (batch_round.py); the host syncs once per round to read [accepted, L,
+committed …] of every row (a ragged verify, which runs eagerly, reads its slots too), then
 applies EOS (an accepted EOS ends the row; later tokens are dropped), the max_new_tokens budget, and continuous
 batching: a finished row's slot takes the next prompt (prefilled eagerly), or the last live row moves into it so
 the live rows stay 0 … n−1. With drafting off the same loop is plain decoding (L = 0, T = 1). Results and τ stats
@@ -36,7 +37,11 @@ class BatchEngine:
     """Static caches for `max_batch` sequences of up to `max_length` positions (prompt + new tokens + a block)."""
 
     def __init__(self, target: Target, draft: DSparkDraft | None, max_batch: int = 8, max_length: int = 2048,
-                 cuda_graphs: bool | None = None, pad_to_buckets: bool | None = None):
+                 cuda_graphs: bool | None = None, pad_to_buckets: bool | None = None, ragged: bool | None = None):
+        """`ragged` verify (default: without CUDA graphs): the target computes only the slots each row verifies, so
+        a row that verifies fewer drafts costs less (the paper's packed verify; scheduling then chooses each row's
+        length, batch_schedule.py); it reads one host value per verify, so it runs eagerly. Off: a rectangle of the
+        round's widest row (graph-safe)."""
         if max_batch < 1 or max_length < 2:
             raise ValueError("max_batch must be >= 1 and max_length >= 2")
         if draft is not None:
@@ -45,11 +50,15 @@ class BatchEngine:
         self.max_batch, self.max_length = max_batch, max_length
         self.static_target = StaticTarget(target, max_batch, max_length)
         self.static_draft = StaticDraft(draft, max_batch, max_length) if draft is not None else None
-        self.round = BatchRound(self.static_target, self.static_draft, max_batch)
         on_cuda = target.device.type == "cuda"
         self.cuda_graphs = on_cuda if cuda_graphs is None else cuda_graphs
         if self.cuda_graphs and not on_cuda:
             raise ValueError("cuda_graphs=True needs the target on a CUDA device")
+        self.ragged = not self.cuda_graphs if ragged is None else ragged
+        if self.ragged and self.cuda_graphs:
+            raise ValueError("a ragged verify runs eagerly; build the BatchEngine with cuda_graphs=False, or ragged=False "
+                             "for CUDA graphs")
+        self.round = BatchRound(self.static_target, self.static_draft, max_batch, self.ragged)
         self.pad_to_buckets = self.cuda_graphs if pad_to_buckets is None else pad_to_buckets
         self.buckets = tuple(sorted({b for b in BUCKETS if b < max_batch} | {max_batch}))
         self.graphs = None
@@ -213,9 +222,9 @@ class BatchEngine:
 
     def measure_step_costs(self, batch: int, widths: Sequence[int] | None = None, repeats: int = 5,
                            context: int | None = None) -> StepCostTable:
-        """Time whole rounds at `batch` rows: one draft block (paid whatever is verified) + the verify step at width
-        T, for T in `widths` (default 1 … γ+1), attending to a `context`-position window (default: the whole
-        cache) -> a StepCostTable over the verify width T. Latency is made non-decreasing in T (a wider verify never
+        """Time whole rounds at `batch` rows: one draft block (paid whatever is verified) + the verify step with every
+        row at width T, for T in `widths` (default 1 … γ+1), attending to a `context`-position window (default: the
+        whole cache) -> a StepCostTable over the verify width T. Latency is made non-decreasing in T (a wider verify never
         costs less; a timing dip must not stop Algorithm 1 early). Greedy; runs on idle rows."""
         self._end_session()
         widths = list(widths) if widths is not None else list(range(1, self.round.gamma_max + 2))
@@ -227,6 +236,7 @@ class BatchEngine:
         def one_round(t: int) -> None:
             if self.draft is not None:
                 self._propose(b, window)
+            self.round.lengths[:b] = t - 1  # every row verifies t − 1 drafts (what a ragged verify computes)
             self._verify(b, t, window)
 
         latency, slowest = {}, 0.0

@@ -4,14 +4,18 @@ Rules: `none` (every draft the token budget allows), `threshold` (cut at the fir
 σ(c_k / T_k) is below GenerationConfig.confidence_threshold, as the batch-1 engine does) and `algorithm1` (the
 DSpark paper's hardware-aware prefix scheduler with a measured round-cost table, for this engine's verify pass).
 
-This engine verifies a rectangle: every row of a round runs the target over the same width t (anchor + t−1 slots),
-so a round costs what its widest row costs, and a row that verifies fewer slots saves nothing. The paper's Algorithm
-1 prices each extra token separately (a packed, ragged verify). Here its greedy search runs over the shared width:
-t grows one slot at a time, each step adding every row's chance of accepting that slot to the expected commits τ*,
-while τ*·rounds-per-second(t) improves; the first step that does not improve it stops the search. With one row this
-is exactly the paper's Algorithm 1 (`schedule.schedule_prefixes`). The decision to verify slot k only uses
-confidences up to slot k, which depend on drafts before it (non-anticipating), so scheduling never changes what is
-committed (lossless); it only changes the work. What it does not do: choose rows' lengths separately.
+The engine verifies in one of two shapes, and Algorithm 1 follows it:
+- **rectangle** (CUDA graphs): every row of a round runs the target over the same width t (anchor + t−1 slots), so
+  a round costs what its widest row costs, and a row that verifies fewer slots saves nothing. Algorithm 1's greedy
+  search then runs over the shared width (`rectangle_drafts`): t grows one slot at a time, each step adding every
+  row's chance of accepting that slot to the expected commits τ*, while τ*·rounds-per-second(t) improves.
+- **ragged** (eager): the target computes only the slots each row verifies, so a round's cost follows the total
+  token count, and Algorithm 1 is the paper's own: candidates (row, slot) in order of decreasing chance of
+  acceptance, each adding one token, while τ*·rounds-per-second(tokens) improves (`ragged_drafts`; rows choose
+  their lengths separately).
+With one row both are exactly the paper's Algorithm 1 (`schedule.schedule_prefixes`). The decision to verify slot k
+only uses confidences up to slot k, which depend on drafts before it (non-anticipating), so scheduling never changes
+what is committed (lossless); it only changes the work.
 """
 from __future__ import annotations
 
@@ -52,6 +56,14 @@ class Scheduling:
         table = self.table(rows)
         return torch.tensor([table(t) for t in range(1, gamma + 2)], dtype=torch.float64, device=device)
 
+    def token_rates(self, rows: int, gamma: int, device: torch.device | None = None) -> torch.Tensor:
+        """Rounds per second of a ragged round of `rows` rows by its total token count 0 … rows·(γ+1)
+        [rows·(γ+1) + 1], float64: the table's rate at the mean width tokens / rows (the tables are measured with
+        every row at one width)."""
+        table = self.table(rows)
+        return torch.tensor([table(max(1.0, tokens / rows)) for tokens in range(rows * (gamma + 1) + 1)],
+                            dtype=torch.float64, device=device)
+
 
 def rectangle_drafts(alive: torch.Tensor, rates: torch.Tensor, anchors: torch.Tensor | None = None) -> torch.Tensor:
     """Algorithm 1 over a shared verify width: survival `alive` [R, γ] (zero past a row's budget) and rounds per
@@ -67,13 +79,32 @@ def rectangle_drafts(alive: torch.Tensor, rates: torch.Tensor, anchors: torch.Te
     return improving.long().cumprod(0).sum()  # slots kept until the first step that does not improve
 
 
+def ragged_drafts(alive: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
+    """The paper's Algorithm 1 over a ragged verify: survival `alive` [R, γ] (zero past a row's budget) and rounds
+    per second by the round's total token count `rates` [R·(γ+1) + 1] (index = tokens) -> drafts per row [R].
+
+    Every row verifies its anchor (R tokens, τ* = R). Candidates (row r, slot j) with chance a[r, j] = Π_{i≤j}
+    alive[r, i] are taken in order of decreasing a (slot-major among equals, so a row's earlier slot comes first);
+    each adds one token and a[r, j] to τ*, and is kept while τ*·rates[tokens] improves; the first that does not
+    stops the search. A row's chances never increase with the slot, so the kept candidates are a prefix of every
+    row: its length is how many of them it has. Tensor ops only (no host value is read)."""
+    prefix = alive.float().clamp(0, 1).cumprod(-1).to(torch.float64)  # [R, γ]
+    rows, slots = prefix.shape
+    chance, order = prefix.t().reshape(-1).sort(descending=True, stable=True)  # [γ·R] slot-major, best first
+    tokens = torch.arange(rows + 1, rows + rows * slots + 1, device=alive.device)  # [γ·R] after each candidate
+    throughput = (rows + chance.cumsum(0)) * rates[tokens]  # [γ·R]
+    before = torch.cat([(rows * rates[rows]).reshape(1), throughput[:-1]])  # [γ·R]
+    kept = ((throughput > before) & (chance > 0)).long().cumprod(0)  # [γ·R] 1 until the first that does not improve
+    return torch.zeros(rows, dtype=torch.long, device=alive.device).scatter_add_(0, order % rows, kept)  # [R]
+
+
 def scheduled_lengths(confidence_logits: torch.Tensor | None, room: torch.Tensor, gamma: int, rule: str,
                       threshold: torch.Tensor, temperatures: torch.Tensor | None,
-                      rates: torch.Tensor | None) -> torch.Tensor:
+                      rates: torch.Tensor | None, ragged: bool = False) -> torch.Tensor:
     """Drafts to verify per row [B]: at most γ and at most `room` [B] (the token budget left after the bonus; −1 on
-    a row without a request). `threshold` (0-d): the threshold rule's cut (0 cuts nothing); `rates` [γ+1]:
-    algorithm1's rounds per second by width for this many rows. Tensor ops only (no host value is read), so a CUDA
-    graph can capture it."""
+    a row without a request). `threshold` (0-d): the threshold rule's cut (0 cuts nothing); `rates`: algorithm1's
+    rounds per second for this many rows, by verify width [γ+1] (a rectangle verify) or, `ragged`, by the round's
+    total token count [B·(γ+1) + 1]. Tensor ops only (no host value is read), so a CUDA graph can capture it."""
     lengths = room.clamp(0, gamma)  # [B]
     if rule == "none" or confidence_logits is None or gamma == 0:
         return lengths
@@ -84,5 +115,7 @@ def scheduled_lengths(confidence_logits: torch.Tensor | None, room: torch.Tensor
         return torch.minimum(lengths, cut)
     slots = torch.arange(gamma, device=room.device)
     alive = alive.masked_fill(slots[None] >= lengths[:, None], 0.0)  # slots beyond the budget cannot be verified
+    if ragged:
+        return ragged_drafts(alive, rates)
     anchors = (room >= 0).sum()  # rows that hold a request
     return torch.minimum(lengths, rectangle_drafts(alive, rates, anchors))

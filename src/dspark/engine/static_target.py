@@ -8,7 +8,9 @@ of a few tokens per row (verify, decoding) run the elementwise chains and the at
 the new tokens are written into cache rows at their absolute positions with no host sync; entries past a row's
 position are masked, so a rejected draft's stale entries need no cropping: the next round overwrites them. Supports
 Llama, Qwen3, Qwen2 and Mistral targets, with full or sliding-window attention per layer (the window is a mask over
-the full cache: nothing is evicted). It does not sample, decide acceptance or track which rows are in use.
+the full cache: nothing is evicted). A packed (ragged) forward computes only the listed slots of the B × T
+rectangle: embedding, projections, MLP and LM head run on those tokens alone, attention on the rectangle (see
+`Packing`). It does not sample, decide acceptance or track which rows are in use.
 """
 from __future__ import annotations
 
@@ -134,6 +136,32 @@ def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     return out.reshape(b, h, t, d)
 
 
+class Packing:
+    """The slots of a B × T rectangle that a packed forward computes: flat indices `tokens` [N] into B·T (row-major).
+    Token-wise work runs on [1, N, …]; attention needs the rectangle, so its inputs are scattered into it (skipped
+    slots zero) and its output gathered back. A skipped slot lies after every computed slot of its row, so no
+    computed query attends to it, and the cache entries it writes are past its row's position (masked until
+    overwritten, as a rejected draft's are)."""
+
+    def __init__(self, tokens: torch.Tensor, b: int, t: int):
+        self.tokens, self.b, self.t = tokens, b, t
+        self._rectangles: dict[tuple, torch.Tensor] = {}  # one zeroed [B·T, …] buffer per trailing shape and dtype
+
+    def gather(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, T, …] -> [1, N, …]."""
+        return x.reshape(self.b * self.t, *x.shape[2:]).index_select(0, self.tokens)[None]
+
+    def scatter(self, x: torch.Tensor) -> torch.Tensor:
+        """[1, N, …] -> [B, T, …], zeros at the skipped slots. The rectangle is reused by the next scatter of the
+        same shape (every layer's q/k/v: the computed slots are overwritten, the skipped ones stay zero), so a
+        caller must be done with it by then."""
+        key = (tuple(x.shape[2:]), x.dtype)
+        if key not in self._rectangles:
+            self._rectangles[key] = x.new_zeros(self.b * self.t, *x.shape[2:])
+        out = self._rectangles[key].index_copy_(0, self.tokens, x[0])
+        return out.view(self.b, self.t, *x.shape[2:])
+
+
 class StaticTarget:
     """Per-layer caches [B_max, 2·H_kv, L_max, D] in the model dtype (keys, then values; `keys` / `values` are views),
     and a forward that fills and reads them."""
@@ -170,29 +198,31 @@ class StaticTarget:
 
     def _attention(self, index: int, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
                    positions: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor | None,
-                   window: int) -> torch.Tensor:
-        """Normed states h [B, T, d] -> attention output [B, T, d]; writes the block's keys/values into the layer's
-        cache. bias None: the kernels (rope = cos, sin_signed [B, T, D]); else SDPA with bias [B, 1, G·T, W] (rope =
-        tables [B, T, H + 2·H_kv, D] that turn q and k and leave v as it is: cos 1, sin 0 on v's heads)."""
+                   window: int, packing: Packing | None = None) -> torch.Tensor:
+        """Normed states h [B, T, d] ([1, N, d] when packed) -> attention output of the same shape; writes the
+        block's keys/values into the layer's cache. bias None: the kernels (rope = cos, sin_signed [B, T, D]); else
+        SDPA with bias [B, 1, G·T, W] (rope = tables [B, T, H + 2·H_kv, D] that turn q and k and leave v as it is:
+        cos 1, sin 0 on v's heads)."""
         attn, fused = self.backbone.layers[index].self_attn, self.fused[index]
-        b, t, _ = h.shape
+        b, t = positions.shape
+        unpack, pack = (packing.scatter, packing.gather) if packing is not None else (_same, _same)
         heads, kv, dim = self.heads, self.kv_heads, self.head_dim
         qwen3 = getattr(attn, "q_norm", None) is not None  # per-head norms of q and k before RoPE
         if bias is None:  # norms + rotation + cache write in one kernel; attention reads q in place and the cache
-            qkv = projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim)  # [B, T, H + 2·H_kv, D]
+            qkv = unpack(projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim))  # [B, T, H+2·H_kv, D]
             norms = (attn.q_norm.weight, attn.k_norm.weight, norm_eps(attn.q_norm)) if qwen3 else None
             q = layer_kernels.rope_write(qkv, heads, kv, *rope, self.kv[index], rows, positions, norms)  # [B,T,H,D]
             out = cache_attention.attend(q, self.kv[index], kv, positions, rows, window, attn.scaling,
                                          self.windows[index])  # [B, T, H, D]
-            return attn.o_proj(out.view(b, t, heads * dim))
+            return attn.o_proj(pack(out.view(b, t, heads * dim)))
         norms = {"q_norm": lambda y: rms_norm(attn.q_norm, y), "k_norm": lambda y: rms_norm(attn.k_norm, y)}
         qkv = projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim, **(norms if qwen3 else {}))
-        qkv = rotate(qkv, *rope)  # [B, T, H + 2·H_kv, D]
+        qkv = rotate(unpack(qkv), *rope)  # [B, T, H + 2·H_kv, D]
         write_rows(self.kv[index], rows, positions, qkv[:, :, heads:].transpose(1, 2))  # [B, 2·H_kv, T, D]
         keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
         values = read_rows(self.values[index], rows, b, window)
         out = grouped_attention(qkv[:, :, :heads].transpose(1, 2), keys, values, bias, attn.scaling)  # [B, H, T, D]
-        return attn.o_proj(out.transpose(1, 2).reshape(b, t, heads * dim))
+        return attn.o_proj(pack(out.transpose(1, 2).reshape(b, t, heads * dim)))
 
     def _mlp(self, index: int, h: torch.Tensor, fast: bool) -> torch.Tensor:
         """The layer's gated MLP with gate and up in one GEMM (and SiLU · up in one kernel when fast)."""
@@ -202,13 +232,19 @@ class StaticTarget:
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None = None,
-                logits_at: torch.Tensor | None = None, window: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                logits_at: torch.Tensor | None = None, window: int | None = None,
+                tokens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """ids [B, T] at positions start_b … start_b+T−1 of cache rows `rows` [B] (None: rows 0 … B−1) ->
         logits [B, T, V] fp32 (only column logits_at_b's [B, 1, V] when given) and features [B, T, m·d].
-        Attention reads cache positions < window (default: all); every position a query sees must lie below it."""
+        Attention reads cache positions < window (default: all); every position a query sees must lie below it.
+        `tokens` [N]: compute only these flat slots of the B × T rectangle, each row's a prefix (a packed verify,
+        `Packing`); logits and features are 0 at the other slots."""
         b, t = ids.shape
+        if tokens is not None and logits_at is not None:
+            raise ValueError("a packed forward returns every computed slot's logits; logits_at is for prefills")
+        packing = Packing(tokens, b, t) if tokens is not None else None
         positions = start[:, None] + torch.arange(t, device=ids.device)  # [B, T]
-        x = self.backbone.embed_tokens(ids)  # [B, T, d]
+        x = self.backbone.embed_tokens(ids if packing is None else packing.gather(ids[..., None])[..., 0])  # [B,T,d]
         fast = kernels_serve(x, self.heads, self.kv_heads, self.head_dim, t)
         cos, sin = self.backbone.rotary_emb(x, positions)  # [B, T, D]
         rope = (cos, signed_sin(sin))
@@ -223,7 +259,7 @@ class StaticTarget:
         layers = self.backbone.layers
         h = rms_norm(layers[0].input_layernorm, x)
         for index, layer in enumerate(layers):
-            attended = self._attention(index, h, rope, positions, rows, biases[self.windows[index]], width)
+            attended = self._attention(index, h, rope, positions, rows, biases[self.windows[index]], width, packing)
             x, h = added_norm(x, attended, layer.post_attention_layernorm, fast)
             following = layers[index + 1].input_layernorm if index + 1 < len(layers) else self.backbone.norm
             x, h = added_norm(x, self._mlp(index, h, fast), following, fast)  # h: the next layer's input
@@ -231,7 +267,14 @@ class StaticTarget:
                 features.append(x)
         if logits_at is not None:
             h = h.gather(1, logits_at[:, None, None].expand(b, 1, h.shape[-1]))  # [B, 1, d]
-        return self.model.lm_head(h).float(), torch.cat(features, dim=-1)  # [B, T, V], [B, T, m·d]
+        logits, features = self.model.lm_head(h).float(), torch.cat(features, dim=-1)  # [B, T, V], [B, T, m·d]
+        if packing is not None:
+            return packing.scatter(logits), packing.scatter(features)
+        return logits, features
+
+
+def _same(x: torch.Tensor) -> torch.Tensor:
+    return x
 
 
 def kernels_serve(x: torch.Tensor, heads: int, kv_heads: int, head_dim: int, t: int) -> bool:
