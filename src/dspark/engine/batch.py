@@ -224,7 +224,8 @@ class BatchEngine:
                            context: int | None = None) -> StepCostTable:
         """Time whole rounds at `batch` rows: one draft block (paid whatever is verified) + the verify step with every
         row at width T, for T in `widths` (default 1 … γ+1), attending to a `context`-position window (default: the
-        whole cache) -> a StepCostTable over the verify width T. Latency is made non-decreasing in T (a wider verify never
+        whole cache) -> a StepCostTable over the verify width T. A ragged engine computes T tokens a row inside a
+        whole block's rectangle (its attention spans the widest row, which is most often a whole block). Latency is made non-decreasing in T (a wider verify never
         costs less; a timing dip must not stop Algorithm 1 early). Greedy; runs on idle rows."""
         self._end_session()
         widths = list(widths) if widths is not None else list(range(1, self.round.gamma_max + 2))
@@ -237,7 +238,8 @@ class BatchEngine:
             if self.draft is not None:
                 self._propose(b, window)
             self.round.lengths[:b] = t - 1  # every row verifies t − 1 drafts (what a ragged verify computes)
-            self._verify(b, t, window)
+            # ragged: the attention still spans the round's widest row, most often a whole block
+            self._verify(b, self.round.gamma_max + 1 if self.ragged else t, window)
 
         latency, slowest = {}, 0.0
         for t in sorted(widths):
