@@ -103,9 +103,11 @@ def test_a_wrong_engine_is_caught_as_not_lossless(models):
     assert rows[("dspark", "broken", 1)].note == "2 of 2 requests differ from plain (earliest at new token 5)"
 
 
-def test_the_batched_engine_runs_every_scheduler_losslessly_and_measures_step_costs(models, tmp_path):
+@pytest.mark.parametrize("verify", ["rectangle", "ragged"])
+def test_the_batched_engine_runs_every_scheduler_losslessly_and_measures_step_costs(models, tmp_path, verify):
     settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=10, num_prompts=2, warmup_tokens=2)
-    methods, costs = build_methods(models, settings, ("plain", "dspark"), None, "batch", tmp_path, 10)
+    methods, costs = build_methods(models, settings, ("plain", "dspark"), None, "batch", tmp_path, 10,
+                                   verify=verify)
     rows = run_matrix(methods, PROMPTS, settings, "code")
     assert [(r.method, r.scheduler, r.status, r.requests) for r in rows] == [
         (m, s, "ok", 2) for _ in (1, 2) for m, s in (("plain", "none"), ("dspark", "none"), ("dspark", "threshold"),

@@ -47,9 +47,8 @@ class OurEngine:
     """One target + (optional) draft, decoding requests with the batched or the batch-1 engine."""
 
     def __init__(self, target: Target, draft: DSparkDraft | None, max_length: int, kind: str = "auto",
-                 cuda_graphs: bool | None = None, ragged: bool | None = None):
-        """`ragged` (batch kind): None, the engine's default (a ragged verify without CUDA graphs, a rectangle with
-        them); True, a ragged verify (eager, so no CUDA graphs); False, a rectangle."""
+                 cuda_graphs: bool | None = None, ragged: bool = False):
+        """`ragged` (batch kind): a ragged verify (eager, so no CUDA graphs) instead of the rectangle."""
         self.target, self.draft, self.max_length = target, draft, max_length
         self.ragged = ragged
         self.kind, self.cuda_graphs = resolve_kind(kind), (False if ragged and cuda_graphs is None else cuda_graphs)

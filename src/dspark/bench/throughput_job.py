@@ -16,8 +16,8 @@ from dspark.bench.errors import BenchError
 from dspark.bench.results import SuiteRecord
 from dspark.bench.throughput import SCHEDULERS, Method, ThroughputSettings, never_run, run_matrix
 
-# the batched engine's verify shape: None its default (ragged without CUDA graphs), True ragged, False a rectangle
-VERIFY_SHAPES = {"auto": None, "ragged": True, "rectangle": False}
+# the batched engine's verify shape: ragged (each row's own slots, eager) or a rectangle (graph-safe, the default)
+VERIFY_SHAPES = {"rectangle": False, "ragged": True}
 METHODS = ("plain", "dspark", "dflash", "hf-dynamic", "hf-static", "prompt-lookup", "assisted", "dflash-ref")
 NEEDS = {"dspark": ("draft", "--draft DIR (a native DSpark draft)"),
          "dflash": ("dflash_draft", "--dflash-draft DIR (a native DFlash-mode draft)"),
@@ -160,7 +160,7 @@ def encode_all(models: ThroughputModels, prompts: Sequence[Any], max_new_tokens:
 
 def build_methods(models: ThroughputModels, settings: ThroughputSettings, names: Sequence[str] | None,
                   schedulers: Sequence[str] | None, engine_kind: str, work: Path, max_prompt: int,
-                  cuda_graphs: bool | None = None, verify: str = "auto") -> tuple[list[Method], Any]:
+                  cuda_graphs: bool | None = None, verify: str = "rectangle") -> tuple[list[Method], Any]:
     """The runner's methods in report order, and the lazily measured round-cost tables (`StepCosts`). `verify`:
     the batched engine's verify shape (VERIFY_SHAPES)."""
     from dspark.bench.our_engine import OurEngine, StepCosts, our_method
@@ -218,7 +218,7 @@ class ThroughputRequest:
     methods: tuple[str, ...] | None = None
     schedulers: tuple[str, ...] | None = None
     engine: str = "auto"
-    verify: str = "auto"
+    verify: str = "rectangle"
     device: str = "auto"
     dtype: str = "auto"
     chat_template: bool = True

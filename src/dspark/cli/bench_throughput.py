@@ -39,10 +39,9 @@ THROUGHPUT_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--deadline",), dict(type=float, help="seconds for the whole matrix; what is left after it is skipped")),
     (("--engine",), dict(default="auto", choices=("auto", "batch", "sequential"),
                          help="our engine: batch (dspark.engine.batch), sequential (the batch-1 loop), auto")),
-    (("--verify",), dict(default="auto", choices=("auto", "ragged", "rectangle"),
-                         help="batch engine's verify: ragged computes only the slots each row verifies (eager; "
-                              "the default without CUDA graphs), rectangle the widest row's width for every row "
-                              "(the default with CUDA graphs)")),
+    (("--verify",), dict(default="rectangle", choices=("rectangle", "ragged"),
+                         help="batch engine's verify: rectangle, every row at the widest row's width (default; CUDA "
+                              "graphs), or ragged, only the slots each row verifies (eager)")),
     (("--no-chat-template",), dict(action="store_true", help="feed prompts as plain text")),
     (("--seed",), dict(type=int, default=0)),
     (("--device",), dict(default="auto", help="auto, cpu, cuda, cuda:1 ... (default auto)")),

@@ -37,11 +37,12 @@ class BatchEngine:
     """Static caches for `max_batch` sequences of up to `max_length` positions (prompt + new tokens + a block)."""
 
     def __init__(self, target: Target, draft: DSparkDraft | None, max_batch: int = 8, max_length: int = 2048,
-                 cuda_graphs: bool | None = None, pad_to_buckets: bool | None = None, ragged: bool | None = None):
-        """`ragged` verify (default: without CUDA graphs): the target computes only the slots each row verifies, so
-        a row that verifies fewer drafts costs less (the paper's packed verify; scheduling then chooses each row's
-        length, batch_schedule.py); it reads one host value per verify, so it runs eagerly. Off: a rectangle of the
-        round's widest row (graph-safe)."""
+                 cuda_graphs: bool | None = None, pad_to_buckets: bool | None = None, ragged: bool = False):
+        """`ragged` verify: the target computes only the slots each row verifies, so a row that verifies fewer
+        drafts costs less (the paper's packed verify; scheduling then chooses each row's length, batch_schedule.py);
+        it reads one host value per verify, so it runs eagerly (cuda_graphs=False). Default: a rectangle of the
+        round's widest row (graph-safe). Which is faster depends on the target: ragged pays where the projections
+        and MLP outweigh attention over the rectangle (benchmarks/results/cpu_ragged/)."""
         if max_batch < 1 or max_length < 2:
             raise ValueError("max_batch must be >= 1 and max_length >= 2")
         if draft is not None:
@@ -54,8 +55,8 @@ class BatchEngine:
         self.cuda_graphs = on_cuda if cuda_graphs is None else cuda_graphs
         if self.cuda_graphs and not on_cuda:
             raise ValueError("cuda_graphs=True needs the target on a CUDA device")
-        self.ragged = not self.cuda_graphs if ragged is None else ragged
-        if self.ragged and self.cuda_graphs:
+        self.ragged = ragged
+        if ragged and self.cuda_graphs:
             raise ValueError("a ragged verify runs eagerly; build the BatchEngine with cuda_graphs=False, or ragged=False "
                              "for CUDA graphs")
         self.round = BatchRound(self.static_target, self.static_draft, max_batch, self.ragged)
