@@ -40,6 +40,20 @@ def test_static_target_equals_hf_target_for_prefill_and_ragged_verify_steps(arch
     assert logit_gap < 1e-5 and feature_gap < 1e-5, (logit_gap, feature_gap)
 
 
+def test_a_ragged_forward_returns_logits_and_features_apart_when_their_widths_match():
+    model = tiny_target("llama", vocab_size=128, hidden_size=64, num_layers=3, seed=2)  # V = 128 = 2 layers × 64
+    static = StaticTarget(Target(model, (0, 1)), max_batch=2, max_length=32)
+    ids, start = torch.randint(0, 128, (2, 4), generator=torch.Generator().manual_seed(0)), torch.zeros(2, dtype=torch.long)
+    full_logits, full_features = static.forward(ids, start)
+    tokens = torch.tensor([0, 1, 4])  # row 0: 2 slots, row 1: 1 slot
+    logits, features = static.forward(ids, start, tokens=tokens)
+    for flat in tokens.tolist():
+        row, slot = divmod(flat, 4)
+        torch.testing.assert_close(logits[row, slot], full_logits[row, slot], atol=1e-5, rtol=0)
+        torch.testing.assert_close(features[row, slot], full_features[row, slot], atol=1e-5, rtol=0)
+    assert float(logits[0, 2:].abs().max()) == 0.0 and float(features[1, 1:].abs().max()) == 0.0
+
+
 def test_unsupported_target_architecture_is_refused_by_name():
     model = tiny_target("deepseek_v3", num_layers=2)
     with pytest.raises(NotImplementedError, match="LlamaForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM"):

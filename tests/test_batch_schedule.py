@@ -62,6 +62,14 @@ def test_over_a_ragged_verify_each_rows_length_is_the_papers_algorithm1_with_the
     assert ragged_drafts(alive, rates).tolist() == schedule_prefixes(alive, cost)
 
 
+def test_a_ragged_rounds_padding_rows_cost_their_anchor_token_but_commit_nothing():
+    alive = torch.tensor([[0.5], [0.0]])  # one live row, one padding row of a bucket
+    rates = torch.tensor([100.0, 100.0, 100.0, 80.0, 80.0], dtype=torch.float64)  # by total tokens 0 … 4
+    # 1 commit at 2 tokens: 100/s; verifying the live row's draft: 1.5 commits at 3 tokens: 120/s, kept
+    assert ragged_drafts(alive, rates, torch.tensor(1)).tolist() == [1, 0]
+    assert ragged_drafts(alive, rates).tolist() == [0, 0]  # counted as 2 commits, the draft would not pay (200 vs 200)
+
+
 def test_a_ragged_round_is_priced_at_the_mean_width_of_its_rows():
     table = StepCostTable([1, 2, 8], [100.0, 50.0, 20.0])
     rates = Scheduling("algorithm1", table).token_rates(4, 7)  # 4 rows, γ 7: 0 … 32 tokens

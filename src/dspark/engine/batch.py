@@ -40,7 +40,7 @@ class BatchEngine:
                  cuda_graphs: bool | None = None, pad_to_buckets: bool | None = None, ragged: bool = False):
         """`ragged` verify: the target computes only the slots each row verifies, so a row that verifies fewer
         drafts costs less (the paper's packed verify; scheduling then chooses each row's length, batch_schedule.py);
-        it reads one host value per verify, so it runs eagerly (cuda_graphs=False). Default: a rectangle of the
+        it reads one host value per verify, so it runs eagerly (without CUDA graphs). Default: a rectangle of the
         round's widest row (graph-safe). Which is faster depends on the target: ragged pays where the projections
         and MLP outweigh attention over the rectangle (benchmarks/results/cpu_ragged/)."""
         if max_batch < 1 or max_length < 2:
@@ -52,7 +52,7 @@ class BatchEngine:
         self.static_target = StaticTarget(target, max_batch, max_length)
         self.static_draft = StaticDraft(draft, max_batch, max_length) if draft is not None else None
         on_cuda = target.device.type == "cuda"
-        self.cuda_graphs = on_cuda if cuda_graphs is None else cuda_graphs
+        self.cuda_graphs = (on_cuda and not ragged) if cuda_graphs is None else cuda_graphs
         if self.cuda_graphs and not on_cuda:
             raise ValueError("cuda_graphs=True needs the target on a CUDA device")
         self.ragged = ragged
@@ -239,8 +239,9 @@ class BatchEngine:
             if self.draft is not None:
                 self._propose(b, window)
             self.round.lengths[:b] = t - 1  # every row verifies t − 1 drafts (what a ragged verify computes)
-            # ragged: the attention still spans the round's widest row, most often a whole block
-            self._verify(b, self.round.gamma_max + 1 if self.ragged else t, window)
+            # ragged: the attention still spans the round's widest row, most often a whole block (a round of
+            # anchors alone runs at width 1)
+            self._verify(b, self.round.gamma_max + 1 if self.ragged and t > 1 else t, window)
 
         latency, slowest = {}, 0.0
         for t in sorted(widths):

@@ -79,21 +79,23 @@ def rectangle_drafts(alive: torch.Tensor, rates: torch.Tensor, anchors: torch.Te
     return improving.long().cumprod(0).sum()  # slots kept until the first step that does not improve
 
 
-def ragged_drafts(alive: torch.Tensor, rates: torch.Tensor) -> torch.Tensor:
+def ragged_drafts(alive: torch.Tensor, rates: torch.Tensor, anchors: torch.Tensor | None = None) -> torch.Tensor:
     """The paper's Algorithm 1 over a ragged verify: survival `alive` [R, γ] (zero past a row's budget) and rounds
     per second by the round's total token count `rates` [R·(γ+1) + 1] (index = tokens) -> drafts per row [R].
+    `anchors` (0-d): how many rows commit an anchor (default R; a bucket's padding rows compute one but commit none).
 
-    Every row verifies its anchor (R tokens, τ* = R). Candidates (row r, slot j) with chance a[r, j] = Π_{i≤j}
+    Every row verifies its anchor (R tokens, τ* = anchors). Candidates (row r, slot j) with chance a[r, j] = Π_{i≤j}
     alive[r, i] are taken in order of decreasing a (slot-major among equals, so a row's earlier slot comes first);
     each adds one token and a[r, j] to τ*, and is kept while τ*·rates[tokens] improves; the first that does not
     stops the search. A row's chances never increase with the slot, so the kept candidates are a prefix of every
     row: its length is how many of them it has. Tensor ops only (no host value is read)."""
     prefix = alive.float().clamp(0, 1).cumprod(-1).to(torch.float64)  # [R, γ]
     rows, slots = prefix.shape
+    committed = (anchors if anchors is not None else torch.tensor(rows, device=alive.device)).to(torch.float64)
     chance, order = prefix.t().reshape(-1).sort(descending=True, stable=True)  # [γ·R] slot-major, best first
     tokens = torch.arange(rows + 1, rows + rows * slots + 1, device=alive.device)  # [γ·R] after each candidate
-    throughput = (rows + chance.cumsum(0)) * rates[tokens]  # [γ·R]
-    before = torch.cat([(rows * rates[rows]).reshape(1), throughput[:-1]])  # [γ·R]
+    throughput = (committed + chance.cumsum(0)) * rates[tokens]  # [γ·R]
+    before = torch.cat([(committed * rates[rows]).reshape(1), throughput[:-1]])  # [γ·R]
     kept = ((throughput > before) & (chance > 0)).long().cumprod(0)  # [γ·R] 1 until the first that does not improve
     return torch.zeros(rows, dtype=torch.long, device=alive.device).scatter_add_(0, order % rows, kept)  # [R]
 
@@ -115,7 +117,7 @@ def scheduled_lengths(confidence_logits: torch.Tensor | None, room: torch.Tensor
         return torch.minimum(lengths, cut)
     slots = torch.arange(gamma, device=room.device)
     alive = alive.masked_fill(slots[None] >= lengths[:, None], 0.0)  # slots beyond the budget cannot be verified
-    if ragged:
-        return ragged_drafts(alive, rates)
     anchors = (room >= 0).sum()  # rows that hold a request
+    if ragged:
+        return ragged_drafts(alive, rates, anchors)
     return torch.minimum(lengths, rectangle_drafts(alive, rates, anchors))

@@ -151,11 +151,14 @@ class Packing:
         """[B, T, …] -> [1, N, …]."""
         return x.reshape(self.b * self.t, *x.shape[2:]).index_select(0, self.tokens)[None]
 
-    def scatter(self, x: torch.Tensor) -> torch.Tensor:
-        """[1, N, …] -> [B, T, …], zeros at the skipped slots. The rectangle is reused by the next scatter of the
-        same shape (every layer's q/k/v: the computed slots are overwritten, the skipped ones stay zero), so a
-        caller must be done with it by then."""
+    def scatter(self, x: torch.Tensor, reuse: bool = True) -> torch.Tensor:
+        """[1, N, …] -> [B, T, …], zeros at the skipped slots. `reuse`: the rectangle is reused by the next reusing
+        scatter of the same shape (every layer's q/k/v: the computed slots are overwritten, the skipped ones stay
+        zero), so a caller must be done with it by then; outputs take a fresh one."""
         key = (tuple(x.shape[2:]), x.dtype)
+        if not reuse:
+            return x.new_zeros(self.b * self.t, *x.shape[2:]).index_copy_(0, self.tokens, x[0]).view(
+                self.b, self.t, *x.shape[2:])
         if key not in self._rectangles:
             self._rectangles[key] = x.new_zeros(self.b * self.t, *x.shape[2:])
         out = self._rectangles[key].index_copy_(0, self.tokens, x[0])
@@ -269,7 +272,7 @@ class StaticTarget:
             h = h.gather(1, logits_at[:, None, None].expand(b, 1, h.shape[-1]))  # [B, 1, d]
         logits, features = self.model.lm_head(h).float(), torch.cat(features, dim=-1)  # [B, T, V], [B, T, m·d]
         if packing is not None:
-            return packing.scatter(logits), packing.scatter(features)
+            return packing.scatter(logits, reuse=False), packing.scatter(features, reuse=False)
         return logits, features
 
 
