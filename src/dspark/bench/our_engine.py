@@ -51,7 +51,7 @@ class OurEngine:
         """`ragged` (batch kind): a ragged verify (eager, so no CUDA graphs) instead of the rectangle."""
         self.target, self.draft, self.max_length = target, draft, max_length
         self.ragged = ragged
-        self.kind, self.cuda_graphs = resolve_kind(kind), (False if ragged and cuda_graphs is None else cuda_graphs)
+        self.kind, self.cuda_graphs = resolve_kind(kind), cuda_graphs  # BatchEngine: ragged runs without graphs
         if kind == "auto" and not is_supported(target.model):
             self.kind = "sequential"
         self._engines: dict[int, Any] = {}

@@ -155,14 +155,13 @@ class Packing:
         """[1, N, …] -> [B, T, …], zeros at the skipped slots. `reuse`: the rectangle is reused by the next reusing
         scatter of the same shape (every layer's q/k/v: the computed slots are overwritten, the skipped ones stay
         zero), so a caller must be done with it by then; outputs take a fresh one."""
-        key = (tuple(x.shape[2:]), x.dtype)
-        if not reuse:
-            return x.new_zeros(self.b * self.t, *x.shape[2:]).index_copy_(0, self.tokens, x[0]).view(
-                self.b, self.t, *x.shape[2:])
-        if key not in self._rectangles:
-            self._rectangles[key] = x.new_zeros(self.b * self.t, *x.shape[2:])
-        out = self._rectangles[key].index_copy_(0, self.tokens, x[0])
-        return out.view(self.b, self.t, *x.shape[2:])
+        shape, key = x.shape[2:], (tuple(x.shape[2:]), x.dtype)
+        rectangle = self._rectangles.get(key) if reuse else None
+        if rectangle is None:
+            rectangle = x.new_zeros(self.b * self.t, *shape)
+            if reuse:
+                self._rectangles[key] = rectangle
+        return rectangle.index_copy_(0, self.tokens, x[0]).view(self.b, self.t, *shape)
 
 
 class StaticTarget:
