@@ -39,6 +39,7 @@ TWINS = {  # same-budget pairs: (DSpark summary, its mode, DFlash-mode summary),
     "run 6 (0.5 / 0.5, 49k seqs, batch 32)": ("run6/eval-summary.json", "dspark", "run6/eval-summary.json"),
     "run 12 unanchored (0.5 / 0.5, 114k seqs, batch 32)": ("run12/eval-summary.json", "unanchored",
                                                            "run12/eval-summary.json"),
+    "run 13 unanchored (CE only; run 12's twin)": ("run13/eval-summary.json", "unanchored", "run12/eval-summary.json"),
 }
 
 
@@ -49,7 +50,7 @@ def _taus(name: str, mode: str) -> dict[str, float]:
 
 def plot_twins() -> None:
     fig, (ratio, position) = plt.subplots(1, 2, figsize=(12, 4.2))
-    suites, width = None, 0.16
+    suites, width = None, 0.14
     for k, (label, (dspark, mode, dflash)) in enumerate(TWINS.items()):
         a, b = _taus(dspark, mode), _taus(dflash, "dflash")
         suites = suites or list(a)
@@ -59,7 +60,8 @@ def plot_twins() -> None:
     ratio.axhline(1.0, color="grey", lw=0.8)
     ratio.set_xticks(range(len(suites)), suites)
     ratio.set_ylim(0.8, 1.45)  # room for the legend above the bars
-    for run, mode, color in (("run6", "dspark", "C3"), ("run12", "unanchored", "C4"), ("run12", "dflash", "C1")):
+    for run, mode, color in (("run6", "dspark", "C3"), ("run12", "unanchored", "C4"), ("run13", "unanchored", "C5"),
+                              ("run12", "dflash", "C1")):
         rows = json.loads((FOLDER / run / "eval-summary.json").read_text())["eval"]
         for suite, style in (("code", "-"), ("math", "--")):
             acc = rows[f"{suite}/{mode}"]["per_position"][: 7 if mode == "dspark" else 6]  # the DFlash layout: γ − 1
