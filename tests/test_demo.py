@@ -11,6 +11,7 @@ from dspark import assets, demo
 from dspark.cli import main
 from dspark.config import GenerationConfig
 from dspark.engine.generate import generate
+from dspark.engine.schedule import StepCostTable
 from dspark.engine.stats import GenerationStats
 from dspark.model.target import Target
 from dspark.serve import default_model
@@ -58,6 +59,37 @@ def test_suite_run_counts_rounds_tokens_and_acceptance_and_is_lossless(pair):
     assert run.to_dict()["lossless"] is True
 
 
+def test_algorithm1_verifies_fewer_drafts_on_a_steep_cost_table_all_on_a_flat_one_and_stays_lossless(pair):
+    target, draft, tokenizer = pair
+    prompts = [chat_ids(tokenizer, t) for t in TEXTS["code"]]
+    config = GenerationConfig(max_new_tokens=24, eos_token_ids=(successor.EOS_ID,))
+    flat = StepCostTable.from_latency_ms({w: 10.0 for w in range(1, 6)})
+    steep = StepCostTable.from_latency_ms({1: 10.0, **{w: 10.0 * w * w for w in range(2, 6)}})
+    whole = demo.run_suite(target, draft, "code", prompts, config)
+    on_flat = demo.run_suite(target, draft, "code", prompts, config, cost=flat)
+    on_steep = demo.run_suite(target, draft, "code", prompts, config, cost=steep)
+    assert whole.lossless and on_flat.lossless and on_steep.lossless
+    assert on_flat.stats.proposed_counts == whole.stats.proposed_counts  # nothing to save: every block whole
+    assert on_steep.drafts_per_round < whole.drafts_per_round <= 4
+    assert on_steep.to_dict()["drafts_per_round"] == pytest.approx(on_steep.drafts_per_round)
+
+
+def test_an_unknown_schedule_is_one_setup_error_naming_the_choices():
+    with pytest.raises(demo.DemoSetupError, match="unknown --schedule 'fast'; choose from algorithm1, none"):
+        demo.DemoOptions(schedule="fast")
+
+
+def test_the_demo_measures_algorithm1s_cost_table_by_default_and_none_skips_it(injected, capsys):
+    assert main(["demo", "--max-new-tokens", "8"]) == 0
+    data = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert data["schedule"] == "algorithm1" and [int(w) for w in data["round_cost_ms"]] == [1, 2, 3, 4, 5]
+    assert all(ms > 0 for ms in data["round_cost_ms"].values()) and data["lossless"] is True
+    assert main(["demo", "--max-new-tokens", "8", "--schedule", "none"]) == 0
+    out = capsys.readouterr().out
+    data = json.loads(out.strip().splitlines()[-1])
+    assert data["schedule"] == "none" and data["round_cost_ms"] == {} and "whole blocks" in out
+
+
 def test_per_position_acceptance_is_none_where_no_round_reached_the_slot():
     stats = GenerationStats(accepted_counts=(0, 2), proposed_counts=(4, 4))
     run = demo.SuiteRun("code", 2, stats, 4, 5, 3, 1.0, 1.0, 0.1, True)
@@ -79,8 +111,8 @@ def test_demo_prints_a_column_per_suite_and_ends_with_a_lossless_json_line(injec
 def test_a_speculative_output_that_differs_from_plain_decoding_says_NO_and_exits_1(injected, monkeypatch, capsys):
     real = demo.timed_generate
 
-    def corrupt(target, draft, prompt, config):
-        timed = real(target, draft, prompt, config)
+    def corrupt(target, draft, prompt, config, cost=None):
+        timed = real(target, draft, prompt, config, cost)
         return timed if draft is None else demo.Timed([*timed.tokens[:-1], 0], timed.stats, timed.prefill_seconds,
                                                       timed.decode_seconds)
     monkeypatch.setattr(demo, "timed_generate", corrupt)

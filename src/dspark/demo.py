@@ -3,7 +3,10 @@
 For each of three held-out suites (HumanEval code, MT-Bench chat, GSM8K math: the bench suites' own prompts, which
 the draft's training data never includes), every prompt, rendered with the tokenizer's chat template, is generated
 twice by the same batch-1 engine on the same target in fp32: speculatively (block 7, T=0) and plainly (drafting off).
-A suite reports τ, per-position acceptance, decode tokens/s of both runs (after the first token: the prefill is the
+By default the speculative runs schedule each block with the DSpark paper's Algorithm 1 (the confidence head's
+predicted acceptance against a round-cost table measured on this machine first: on a CPU a verify of 2+ tokens costs
+far more than one), so a block the draft is unsure of verifies fewer drafts; `schedule="none"` verifies every block
+whole. A suite reports τ, per-position acceptance, decode tokens/s of both runs (after the first token: the prefill is the
 same target pass either way), the speedup, and whether the two outputs are identical token for token. Loading
 converts the SmolLM2 GGUF once (cached by `dspark.testbed.smollm2`). Printing lives in `cli/demo.py`; nothing here
 trains (`dspark testbed` runs the from-scratch CPU pipeline).
@@ -19,6 +22,7 @@ from typing import Any
 import torch
 
 from dspark.config import GenerationConfig
+from dspark.bench.round_profile import round_cost_table
 from dspark.engine.cpu_layout import column_major_weights
 from dspark.engine.generate import generate, generate_stream
 from dspark.engine.schedule import StepCostTable
@@ -27,6 +31,7 @@ from dspark.model.draft import DSparkDraft
 from dspark.model.target import Target
 
 SUITES = {"code": "HumanEval", "chat": "MT-Bench", "math": "GSM8K"}  # bench suite name -> what it holds
+SCHEDULES = ("algorithm1", "none")  # Algorithm 1 on a measured round-cost table, or every block verified whole
 MODEL_NAME = "SmolLM2-135M-Instruct"
 
 
@@ -41,6 +46,7 @@ class DemoOptions:
     draft: str | None = None  # draft folder; None: $DSPARK_SMOLLM2_DRAFT, else the shipped one
     suites: tuple[str, ...] = tuple(SUITES)
     seed: int = 0  # selects the prompts (the bench suites' seeded order)
+    schedule: str = "algorithm1"  # one of SCHEDULES
 
     def __post_init__(self) -> None:
         if self.prompts_per_suite < 1:
@@ -50,6 +56,8 @@ class DemoOptions:
         unknown = [s for s in self.suites if s not in SUITES]
         if unknown or not self.suites:
             raise DemoSetupError(f"unknown demo suite(s) {unknown}; choose from {', '.join(SUITES)}")
+        if self.schedule not in SCHEDULES:
+            raise DemoSetupError(f"unknown --schedule {self.schedule!r}; choose from {', '.join(SCHEDULES)}")
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,11 @@ class SuiteRun:
     lossless: bool  # every prompt's speculative tokens == its plain greedy tokens
 
     @property
+    def drafts_per_round(self) -> float:
+        """Drafts verified per round: the block size without scheduling, fewer where Algorithm 1 cut blocks."""
+        return sum(self.stats.proposed_counts) / self.stats.rounds if self.stats.rounds else 0.0
+
+    @property
     def speculative_tokens_per_s(self) -> float:
         return self.decode_tokens / self.speculative_decode_seconds if self.speculative_decode_seconds > 0 else 0.0
 
@@ -117,7 +130,8 @@ class SuiteRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {"prompts": self.prompts, "rounds": self.stats.rounds, "new_tokens": self.new_tokens,
-                "mean_tau": self.stats.mean_acceptance_length, "per_position": list(self.per_position()),
+                "mean_tau": self.stats.mean_acceptance_length, "drafts_per_round": self.drafts_per_round,
+                "per_position": list(self.per_position()),
                 "speculative_tokens_per_s": self.speculative_tokens_per_s,
                 "plain_tokens_per_s": self.plain_tokens_per_s, "speedup": self.speedup,
                 "speculative_decode_seconds": self.speculative_decode_seconds,
@@ -126,12 +140,14 @@ class SuiteRun:
 
 
 def run_suite(target: Target, draft: DSparkDraft, suite: str, prompts: Sequence[Sequence[int]],
-              config: GenerationConfig, on_prompt: Callable[[GenerationStats], None] = lambda stats: None) -> SuiteRun:
-    """Generate every prompt speculatively and plainly; `on_prompt` gets the merged stats so far after each."""
+              config: GenerationConfig, on_prompt: Callable[[GenerationStats], None] = lambda stats: None,
+              cost: StepCostTable | None = None) -> SuiteRun:
+    """Generate every prompt speculatively (with `cost`: blocks scheduled by Algorithm 1 on that round-cost table)
+    and plainly; `on_prompt` gets the merged stats so far after each."""
     stats = GenerationStats((), ())
     lossless, tokens, decode_tokens, spec_s, plain_s, prefill_s = True, 0, 0, 0.0, 0.0, 0.0
     for prompt in prompts:
-        spec = timed_generate(target, draft, prompt, config)
+        spec = timed_generate(target, draft, prompt, config, cost)
         plain = timed_generate(target, None, prompt, config)
         lossless &= spec.tokens == plain.tokens
         stats = stats.merge(spec.stats)
@@ -222,18 +238,37 @@ def warm_up(target: Target, draft: DSparkDraft, prompt: Sequence[int], config: G
     generate(target, None, list(prompt), short)
 
 
-def run_demo(setup: DemoSetup, options: DemoOptions, on_suite: Callable[[str], None] = lambda suite: None,
+def _config(setup: DemoSetup, options: DemoOptions) -> GenerationConfig:
+    return GenerationConfig(max_new_tokens=options.max_new_tokens, temperature=0.0, eos_token_ids=setup.eos_token_ids)
+
+
+def _first_prompt(setup: DemoSetup) -> list[int] | None:
+    return next((p for prompts in setup.prompts.values() for p in prompts), None)
+
+
+def measure_round_costs(setup: DemoSetup, options: DemoOptions) -> StepCostTable | None:
+    """Algorithm 1's round-cost table on this machine (one draft block + a verify of each width, after the first
+    prompt's length of context; ~10 s on 2 cores), or None when `options.schedule` is "none" or there is no prompt."""
+    first = _first_prompt(setup)
+    if options.schedule == "none" or first is None:
+        return None
+    warm_up(setup.target, setup.draft, first, _config(setup, options))
+    return round_cost_table(setup.target, setup.draft, context_tokens=len(first), repeat=5)
+
+
+def run_demo(setup: DemoSetup, options: DemoOptions, cost: StepCostTable | None = None,
+             on_suite: Callable[[str], None] = lambda suite: None,
              on_prompt: Callable[[str, GenerationStats], None] = lambda suite, stats: None) -> list[SuiteRun]:
-    """Every suite of `setup`, greedy at the draft's full block; `on_suite(suite)` before a suite starts,
-    `on_prompt(suite, stats so far)` after each of its prompts."""
-    config = GenerationConfig(max_new_tokens=options.max_new_tokens, temperature=0.0,
-                              eos_token_ids=setup.eos_token_ids)
-    first = next((p for prompts in setup.prompts.values() for p in prompts), None)
+    """Every suite of `setup`, greedy; with `cost` (`measure_round_costs`) Algorithm 1 schedules the blocks, else
+    each is verified whole. `on_suite(suite)` before a suite starts, `on_prompt(suite, stats so far)` after each of
+    its prompts."""
+    config = _config(setup, options)
+    first = _first_prompt(setup)
     if first is not None:
         warm_up(setup.target, setup.draft, first, config)
     runs = []
     for suite, prompts in setup.prompts.items():
         on_suite(suite)
         runs.append(run_suite(setup.target, setup.draft, suite, prompts, config,
-                              on_prompt=lambda stats, suite=suite: on_prompt(suite, stats)))
+                              on_prompt=lambda stats, suite=suite: on_prompt(suite, stats), cost=cost))
     return runs

@@ -19,7 +19,7 @@ MAX_THREADS = 4
 def register(parser: argparse.ArgumentParser) -> None:
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads (below): idle threads sleep, not spin
     from dspark.assets import DRAFT_ENV
-    from dspark.demo import DemoOptions
+    from dspark.demo import SCHEDULES, DemoOptions
 
     defaults = DemoOptions()
     parser.add_argument("--prompts", type=int, default=defaults.prompts_per_suite,
@@ -29,6 +29,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--draft", help=f"draft folder (default: ${DRAFT_ENV}, else the draft shipped in the package)")
     parser.add_argument("--suites", default=",".join(defaults.suites),
                         help=f"comma-separated subset of {','.join(defaults.suites)} (default: all three)")
+    parser.add_argument("--schedule", choices=SCHEDULES, default=defaults.schedule,
+                        help="algorithm1: the confidence head and a round-cost table measured here choose how many "
+                             "drafts each round verifies (default); none: every block verified whole")
     parser.add_argument("--threads", type=int, help=f"torch CPU threads (default: half the CPU cores, 1 to {MAX_THREADS})")
 
 
@@ -41,7 +44,7 @@ def _threads(requested: int | None) -> int:
     return max(1, min(cores // 2, MAX_THREADS))
 
 
-def _table(runs: list, max_new_tokens: int):
+def _table(runs: list, max_new_tokens: int, schedule: str):
     """One column per suite, one row per measure (so the 7 positions fit an 80-column terminal)."""
     from rich import box
     from rich.table import Table
@@ -49,7 +52,9 @@ def _table(runs: list, max_new_tokens: int):
     from dspark.demo import MODEL_NAME, SUITES
 
     block = runs[0].block_size if runs else 0
-    table = Table(title=f"{MODEL_NAME} + DSpark draft: block {block}, T=0, CPU fp32, ≤{max_new_tokens} new tokens",
+    scheduled = "Algorithm 1" if schedule == "algorithm1" else "whole blocks"
+    table = Table(title=f"{MODEL_NAME} + DSpark draft: block {block} ({scheduled}), T=0, CPU fp32, "
+                        f"≤{max_new_tokens} new tokens",
                   caption="accepted at position k: share of the rounds that reached slot k (all earlier drafts accepted) "
                           "that accepted it, – where none did; tok/s: decode, after each prompt's first token; "
                           "speedup: plain / speculative decode time",
@@ -60,6 +65,7 @@ def _table(runs: list, max_new_tokens: int):
     per_pos = [run.per_position() for run in runs]
     rows = [("prompts", [str(r.prompts) for r in runs]),
             ("verify rounds", [str(r.stats.rounds) for r in runs]),
+            ("drafts verified / round", [f"{r.drafts_per_round:.2f}" for r in runs]),
             ("mean τ", [f"[bold]{r.stats.mean_acceptance_length:.2f}[/]" for r in runs]),
             *((f"accepted at position {k + 1}", ["–" if p[k] is None else f"{p[k]:.2f}" for p in per_pos])
               for k in range(block)),
@@ -76,12 +82,13 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from dspark.demo import MODEL_NAME, SUITES, DemoOptions, DemoSetupError, load_demo, run_demo, summary
+    from dspark.demo import (MODEL_NAME, SUITES, DemoOptions, DemoSetupError, load_demo, measure_round_costs,
+                             run_demo, summary)
 
     console = Console()
     try:
         options = DemoOptions(args.prompts, args.max_new_tokens, args.draft,
-                              tuple(s.strip() for s in args.suites.split(",") if s.strip()))
+                              tuple(s.strip() for s in args.suites.split(",") if s.strip()), schedule=args.schedule)
         threads = _threads(args.threads)
         import torch
         from transformers.utils import logging as hf_logging
@@ -96,19 +103,26 @@ def run(args: argparse.Namespace) -> int:
         return 2
     console.print(f"{MODEL_NAME} (target, fp32) + DSpark draft from {setup.draft_path}, {threads} CPU threads; "
                   f"each prompt is generated speculatively, then plainly, and the outputs are compared")
+    with console.status("measuring round costs on this machine (Algorithm 1's table)…"):
+        cost = measure_round_costs(setup, options)
+    costs_ms = {} if cost is None else {w: 1000 / r for w, r in zip(cost.widths, cost.rates)}
+    if costs_ms:
+        console.print("round cost (draft block + verify) by verify width: "
+                      + ", ".join(f"{w}: {ms:.0f} ms" for w, ms in costs_ms.items()))
     columns = (TextColumn("{task.description:<20}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("τ {task.fields[tau]}"), TimeElapsedColumn())
     with Progress(*columns, console=console) as progress:
         tasks = {suite: progress.add_task(f"{suite} ({SUITES[suite]})", total=len(prompts), tau="–", start=False)
                  for suite, prompts in setup.prompts.items()}
-        runs = run_demo(setup, options, on_suite=lambda suite: progress.start_task(tasks[suite]),
+        runs = run_demo(setup, options, cost, on_suite=lambda suite: progress.start_task(tasks[suite]),
                         on_prompt=lambda suite, stats: progress.update(
                             tasks[suite], advance=1, tau=f"{stats.mean_acceptance_length:.2f}"))
-    console.print(_table(runs, options.max_new_tokens))
+    console.print(_table(runs, options.max_new_tokens, options.schedule))
     result = summary(runs)
     verdict = ("lossless: every speculative output equals plain greedy decoding token for token" if result["lossless"]
                else "NOT LOSSLESS: a speculative output differs from plain greedy decoding")
     console.print(f"overall mean τ {result['mean_tau']:.2f}, speedup {result['speedup']:.2f}×; {verdict}")
     print(json.dumps({"model": MODEL_NAME, "draft": str(setup.draft_path), "threads": threads,
-                      "max_new_tokens": options.max_new_tokens, **result}), flush=True)
+                      "max_new_tokens": options.max_new_tokens, "schedule": options.schedule,
+                      "round_cost_ms": costs_ms, **result}), flush=True)
     return 0 if result["lossless"] else 1
