@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -59,19 +60,20 @@ def test_suite_run_counts_rounds_tokens_and_acceptance_and_is_lossless(pair):
     assert run.to_dict()["lossless"] is True
 
 
-def test_algorithm1_verifies_fewer_drafts_on_a_steep_cost_table_all_on_a_flat_one_and_stays_lossless(pair):
+def test_algorithm1_cuts_blocks_part_way_on_a_rising_cost_table_not_on_a_flat_one_and_stays_lossless(pair):
     target, draft, tokenizer = pair
     prompts = [chat_ids(tokenizer, t) for t in TEXTS["code"]]
     config = GenerationConfig(max_new_tokens=24, eos_token_ids=(successor.EOS_ID,))
     flat = StepCostTable.from_latency_ms({w: 10.0 for w in range(1, 6)})
-    steep = StepCostTable.from_latency_ms({1: 10.0, **{w: 10.0 * w * w for w in range(2, 6)}})
+    rising = StepCostTable.from_latency_ms({1: 10.0, 2: 13.0, 3: 14.0, 4: 15.0, 5: 16.0})  # a CPU's shape
     whole = demo.run_suite(target, draft, "code", prompts, config)
     on_flat = demo.run_suite(target, draft, "code", prompts, config, cost=flat)
-    on_steep = demo.run_suite(target, draft, "code", prompts, config, cost=steep)
-    assert whole.lossless and on_flat.lossless and on_steep.lossless
+    on_rising = demo.run_suite(target, draft, "code", prompts, config, cost=rising)
+    assert whole.lossless and on_flat.lossless and on_rising.lossless
     assert on_flat.stats.proposed_counts == whole.stats.proposed_counts  # nothing to save: every block whole
-    assert on_steep.drafts_per_round < whole.drafts_per_round <= 4
-    assert on_steep.to_dict()["drafts_per_round"] == pytest.approx(on_steep.drafts_per_round)
+    assert 0 < min(on_rising.stats.proposed_counts) and max(on_rising.stats.proposed_counts) < 4  # cut, not skipped
+    assert 1.0 < on_rising.drafts_per_round < whole.drafts_per_round
+    assert on_rising.to_dict()["drafts_per_round"] == pytest.approx(on_rising.drafts_per_round)
 
 
 def test_an_unknown_schedule_is_one_setup_error_naming_the_choices():
@@ -88,6 +90,29 @@ def test_the_demo_measures_algorithm1s_cost_table_by_default_and_none_skips_it(i
     out = capsys.readouterr().out
     data = json.loads(out.strip().splitlines()[-1])
     assert data["schedule"] == "none" and data["round_cost_ms"] == {} and "whole blocks" in out
+
+
+def test_the_demo_schedules_its_speculative_runs_with_the_table_it_measured(injected, monkeypatch, capsys):
+    steep = StepCostTable.from_latency_ms({1: 10.0, **{w: 100.0 for w in range(2, 6)}})  # drafting never pays
+    monkeypatch.setattr(demo, "measure_round_costs", lambda setup, options: steep)
+    assert main(["demo", "--max-new-tokens", "16"]) == 0
+    data = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert data["schedule"] == "algorithm1" and data["round_cost_ms"]["2"] == pytest.approx(100.0)
+    assert all(row["drafts_per_round"] == 0 and row["mean_tau"] == 1 for row in data["suites"].values())
+    assert data["lossless"] is True
+
+
+def test_a_draft_without_a_confidence_head_gets_no_cost_table_and_the_demo_then_reports_whole_blocks(
+        injected, monkeypatch, capsys):
+    headless = SimpleNamespace(confidence_head=None)  # a DFlash-mode draft: nothing for Algorithm 1 to read
+    no_head = demo.DemoSetup(injected.target, headless, injected.draft_path, injected.prompts, injected.eos_token_ids)
+    assert demo.measure_round_costs(no_head, demo.DemoOptions()) is None
+    assert demo.measure_round_costs(injected, demo.DemoOptions(schedule="none")) is None
+    assert demo.measure_round_costs(injected, demo.DemoOptions()) is not None
+    monkeypatch.setattr(demo, "measure_round_costs", lambda setup, options: None)  # as for that draft
+    assert main(["demo", "--max-new-tokens", "8"]) == 0  # the default asks for Algorithm 1
+    data = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert data["schedule"] == "none" and data["round_cost_ms"] == {}
 
 
 def test_per_position_acceptance_is_none_where_no_round_reached_the_slot():

