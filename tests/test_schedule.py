@@ -43,3 +43,9 @@ def test_cost_table_interpolates_and_refuses_bad_tables():
     assert table(5) == pytest.approx(75.0) and table(100) == pytest.approx(50.0)
     with pytest.raises(ValueError, match="increasing"):
         StepCostTable([4, 2], [1.0, 1.0])
+
+
+def test_latency_ms_is_the_inverse_of_from_latency_ms():
+    latency = {1: 10.0, 2: 12.5, 8: 40.0}
+    table = StepCostTable.from_latency_ms(latency)
+    assert table.latency_ms() == pytest.approx(latency) and list(table.latency_ms()) == [1, 2, 8]

@@ -33,7 +33,7 @@ def main() -> None:
     setup, base, first = warm_demo(args.prompts, args.max_new_tokens, args.threads)
     cost = round_cost_table(setup.target, setup.draft, context_tokens=len(first), repeat=7)
     print("round cost (draft + verify) by verify width:",
-          ", ".join(f"{w}: {1000 / r:.1f} ms" for w, r in zip(cost.widths, cost.rates)))
+          ", ".join(f"{w}: {ms:.1f} ms" for w, ms in cost.latency_ms().items()))
     methods = {"plain": (None, base, None), "dspark": (setup.draft, base, None)}
     for t in (float(x) for x in args.thresholds.split(",") if x):
         methods[f"threshold {t}"] = (setup.draft, GenerationConfig(**{**base.__dict__, "confidence_threshold": t}),
@@ -66,7 +66,7 @@ def main() -> None:
     result = {"device": device_name("cpu"), "torch": torch.__version__, "commit": commit, "dirty": dirty,
               "prompts_per_suite": args.prompts,
               "max_new_tokens": args.max_new_tokens, "draft": str(setup.draft_path),
-              "round_cost_ms": {w: 1000 / r for w, r in zip(cost.widths, cost.rates)},
+              "round_cost_ms": cost.latency_ms(),
               "rows": rows, "mean_speedup": overall}
     write_json(args.out / "schedule_cpu.json", result)  # atomically, creating the folder
     print(json.dumps(result))

@@ -239,10 +239,6 @@ def warm_up(target: Target, draft: DSparkDraft, prompt: Sequence[int], config: G
     generate(target, None, list(prompt), short)
 
 
-def _config(setup: DemoSetup, options: DemoOptions) -> GenerationConfig:
-    return GenerationConfig(max_new_tokens=options.max_new_tokens, temperature=0.0, eos_token_ids=setup.eos_token_ids)
-
-
 def _first_prompt(setup: DemoSetup) -> list[int] | None:
     return next((p for prompts in setup.prompts.values() for p in prompts), None)
 
@@ -254,7 +250,6 @@ def measure_round_costs(setup: DemoSetup, options: DemoOptions) -> StepCostTable
     first = _first_prompt(setup)
     if options.schedule == "none" or first is None or setup.draft.confidence_head is None:
         return None
-    warm_up(setup.target, setup.draft, first, _config(setup, options))
     return round_cost_table(setup.target, setup.draft, context_tokens=len(first), repeat=5)
 
 
@@ -264,7 +259,8 @@ def run_demo(setup: DemoSetup, options: DemoOptions, cost: StepCostTable | None 
     """Every suite of `setup`, greedy; with `cost` (`measure_round_costs`) Algorithm 1 schedules the blocks, else
     each is verified whole. `on_suite(suite)` before a suite starts, `on_prompt(suite, stats so far)` after each of
     its prompts."""
-    config = _config(setup, options)
+    config = GenerationConfig(max_new_tokens=options.max_new_tokens, temperature=0.0,
+                              eos_token_ids=setup.eos_token_ids)
     first = _first_prompt(setup)
     if first is not None:
         warm_up(setup.target, setup.draft, first, config)

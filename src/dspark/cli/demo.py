@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     with console.status("measuring round costs on this machine (Algorithm 1's table)…"):
         cost = measure_round_costs(setup, options)
     schedule = "none" if cost is None else "algorithm1"  # what ran: a draft without a confidence head has no choice
-    costs_ms = {} if cost is None else {w: 1000 / r for w, r in zip(cost.widths, cost.rates)}
+    costs_ms = {} if cost is None else cost.latency_ms()
     if costs_ms:
         console.print("round cost (draft block + verify) by verify width: "
                       + ", ".join(f"{w}: {ms:.0f} ms" for w, ms in costs_ms.items()))

@@ -50,6 +50,10 @@ class StepCostTable:
         widths = sorted(latency_ms)
         return cls(widths, [1000.0 / latency_ms[w] for w in widths])
 
+    def latency_ms(self) -> dict[int, float]:
+        """Round latency in ms by measured width: the inverse of `from_latency_ms`."""
+        return {w: 1000.0 / r for w, r in zip(self.widths, self.rates)}
+
 
 def schedule_prefixes(survival: torch.Tensor, cost: StepCostTable) -> list[int]:
     """DSpark's hardware-aware prefix scheduler (paper Algorithm 1) for R requests.
