@@ -141,9 +141,11 @@ def stage_pack(work: Path, out: Path, part_bytes: int = 15_000_000) -> dict:
 MODES = DRAFT_MODES  # --modes: (block layout, DSpark heads: Markov + confidence, trained with the DSpark loss)
 
 
-def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_SHAPE["num_layers"]) -> DSparkDraft:
-    """A fresh draft of `layers` layers (seed 0), or with `init` the weights of that draft folder (fine-tuning; fp32
-    masters), grown to `layers` layers when it has fewer (dspark.train.grow: the same outputs at the first step)."""
+def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_SHAPE["num_layers"],
+               markov_rank: int = DRAFT_SHAPE["markov_rank"]) -> DSparkDraft:
+    """A fresh draft of `layers` layers and a Markov head of `markov_rank` (seed 0; none in DFlash mode), or with `init`
+    the weights of that draft folder (fine-tuning; fp32 masters), grown to `layers` layers when it has fewer
+    (dspark.train.grow: the same outputs at the first step)."""
     layout, heads = MODES[mode]
     if init is not None:
         draft = load_draft(init, device=DEVICE)
@@ -153,7 +155,7 @@ def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_S
             log(f"grow: {init} from {draft.config.num_hidden_layers} to {layers} layers")
             draft = grow_draft(draft, layers)
     else:
-        shape = {**DRAFT_SHAPE, "num_layers": layers}
+        shape = {**DRAFT_SHAPE, "num_layers": layers, "markov_rank": markov_rank}
         config = draft_config_from_target(model.config, mode=layout, heads=heads, **shape)
         torch.manual_seed(0)
         draft = DSparkDraft(config).to(DEVICE)
@@ -165,7 +167,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
                 modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager", attention: str = "auto",
                 save_every: int = 0, resume: bool = False, dspark_weights: dict | None = None,
                 init: Path | None = None, cache_gib: float = 0, group: int = 0, stop_by: float | None = None,
-                layers: int = DRAFT_SHAPE["num_layers"]) -> dict:
+                layers: int = DRAFT_SHAPE["num_layers"], markov_rank: int = DRAFT_SHAPE["markov_rank"]) -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
     dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)
@@ -175,6 +177,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     hidden states after their first pass (later epochs then skip the target; the cache lives for this call). `group`:
     micro-batches of similar lengths (TrainConfig.group_by_length; keep it the same across the calls of one run).
     `layers`: draft layers of a fresh draft, or of an `init` draft grown deeper (the shipped one: run 9's 2 grown to 5).
+    `markov_rank`: the Markov head's rank of a fresh DSpark-headed draft (runs 2-13: 32; the paper's: 256).
     `stop_by`: Unix time at which a run stops after its step with a checkpoint, as on SIGTERM (run 9 lost 190 steps
     when a call's SIGTERM went unanswered; the deadline needs no signal)."""
     model, _ = load_target(work, torch.bfloat16)
@@ -183,7 +186,8 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
                 loss_backend=backend, attention=attention, save_every=save_every, group_by_length=group)
     plan_file = work / "train-plan.json"
     results = {}
-    reference = _new_draft(model, "dspark", init if "dspark" in modes else None, layers)  # the MFU estimate's shape
+    # the MFU estimate's shape
+    reference = _new_draft(model, "dspark", init if "dspark" in modes else None, layers, markov_rank)
     source = OnlineHiddenStates(Target(model, reference.config.target_layer_ids), examples,
                                 cache_bytes=int(cache_gib * 2**30))
     if not steps and plan_file.is_file():
@@ -192,10 +196,11 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
         raise SystemExit("give --steps (no train-plan.json from an earlier train call in --work)")
     if not resume:
         write_json(plan_file, {"steps": steps, "lr": lr, "batch": batch, "anchors": anchors, "loss_backend": backend,
-                               "attention": attention, "group_by_length": group, **(dspark_weights or {})})
+                               "attention": attention, "group_by_length": group, "markov_rank": markov_rank,
+                               **(dspark_weights or {})})
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in modes:
-        draft = _new_draft(model, mode, init, layers)
+        draft = _new_draft(model, mode, init, layers, markov_rank)
         config = TrainConfig(steps=steps, **base, **(dspark_weights or {})) if MODES[mode][1] \
             else TrainConfig.dflash(steps=steps, **base)
         run_dir = work / mode
@@ -218,7 +223,8 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
                                  tokens_per_s=statistics.median(m["tokens_per_s"] for m in body))
         save_draft(draft, work / f"{mode}-draft")
         log(f"train {mode}: {results[mode]}")
-        ship(work / f"{mode}-draft", work, out, mode)  # back with this call; the calibration follows in eval
+        # back with this call, int8 (a rank-256 Markov head alone is 50 MB in bf16; the calibration follows in eval)
+        ship(work / f"{mode}-draft", work, out, mode, int8=True)
         if mode == "dspark" and steady:
             results["mfu"] = mfu_estimate(model, reference, batch, anchors, steady)  # at the median step
             if result.history and len(result.history) == steps:  # one uninterrupted call
@@ -411,6 +417,8 @@ def main() -> None:
     parser.add_argument("--draft-layers", type=int, default=DRAFT_SHAPE["num_layers"],
                         help="train: layers of a fresh draft, or of an --init draft grown deeper (int8 storage: 2 layers "
                              "12.3 MB, 5 layers 23.0 MB)")
+    parser.add_argument("--markov-rank", type=int, default=DRAFT_SHAPE["markov_rank"],
+                        help="train: Markov head rank of a fresh DSpark-headed draft (runs 2-13: 32; the paper's 256)")
     parser.add_argument("--resume", action="store_true",
                         help="train: continue each mode's run from its last checkpoint in --work")
     parser.add_argument("--modes", default="dspark,dflash", help=f"which drafts the train stage trains, in order: "
@@ -451,7 +459,7 @@ def main() -> None:
                                            args.save_every, args.resume,
                                            {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight}, args.init,
                                            args.hidden_cache_gib, args.group_by_length, args.stop_by,
-                                           args.draft_layers)
+                                           args.draft_layers, args.markov_rank)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "snapshot":
