@@ -1,9 +1,9 @@
 """Plot the SmolLM2 draft's training runs: analytic τ on the training blocks against sequences seen (run 5 continues
 run 4's B, run 8 continues run 5, run 9 run 8, run 10 run 9 grown to 5 layers and run 11 run 10, so their curves start
 where the earlier run ends), and held-out τ per suite for runs 3, 4 (B), 5, 8, 9, 10 and 11 (`runs.png`); and
-the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4, 6 and 12 (run 12: the DSpark
-heads on the DFlash block layout, "unanchored"), and the conditional acceptance per drafted position of run 6's
-DSpark draft and run 12's pair (`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
+the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4, 6, 12, 13 and 14 (runs 12-14:
+the DSpark heads on the DFlash block layout, "unanchored"), and the conditional acceptance per drafted position of run
+6's DSpark draft, the unanchored drafts of runs 12-14 and run 12's twin (`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
 
     python benchmarks/smollm2/plot_runs.py
 """
@@ -40,6 +40,8 @@ TWINS = {  # same-budget pairs: (DSpark summary, its mode, DFlash-mode summary),
     "run 12 unanchored (0.5 / 0.5, 114k seqs, batch 32)": ("run12/eval-summary.json", "unanchored",
                                                            "run12/eval-summary.json"),
     "run 13 unanchored (CE only; run 12's twin)": ("run13/eval-summary.json", "unanchored", "run12/eval-summary.json"),
+    "run 14 unanchored (Markov rank 256, 108k seqs)": ("run14/eval-summary.json", "unanchored",
+                                                       "run14/eval-summary.json"),
 }
 
 
@@ -50,7 +52,7 @@ def _taus(name: str, mode: str) -> dict[str, float]:
 
 def plot_twins() -> None:
     fig, (ratio, position) = plt.subplots(1, 2, figsize=(12, 4.2))
-    suites, width = None, 0.14
+    suites, width = None, 0.12
     for k, (label, (dspark, mode, dflash)) in enumerate(TWINS.items()):
         a, b = _taus(dspark, mode), _taus(dflash, "dflash")
         suites = suites or list(a)
@@ -61,7 +63,7 @@ def plot_twins() -> None:
     ratio.set_xticks(range(len(suites)), suites)
     ratio.set_ylim(0.8, 1.45)  # room for the legend above the bars
     for run, mode, color in (("run6", "dspark", "C3"), ("run12", "unanchored", "C4"), ("run13", "unanchored", "C5"),
-                              ("run12", "dflash", "C1")):
+                              ("run14", "unanchored", "C6"), ("run12", "dflash", "C1")):
         rows = json.loads((FOLDER / run / "eval-summary.json").read_text())["eval"]
         for suite, style in (("code", "-"), ("math", "--")):
             acc = rows[f"{suite}/{mode}"]["per_position"][: 7 if mode == "dspark" else 6]  # the DFlash layout: γ − 1
