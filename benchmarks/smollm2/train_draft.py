@@ -12,9 +12,9 @@ Stages, each resumable from files under --work (which survives between calls whi
             unanchored: DSpark heads on the DFlash layout) with the same data, batch and --steps (kept in train-plan.json, so the DFlash-mode twin can train in a later call);
             the loss is compiled with inductor on GPU
   assistant a 2-layer autoregressive assistant (SmolLM2's first layers, fine-tuned) for the assisted-generation peer
-  snapshot  the draft of each unfinished run's latest checkpoint, shipped (bf16 parts) to --out as {mode}-snapshot
+  snapshot  the draft of each unfinished run's latest checkpoint, shipped (int8 parts) to --out as {mode}-snapshot
   eval      held-out τ per suite at T=0 by greedy replay (exact engine rounds) and STS calibration of the confidence
-            head (its calibration.json to --out; the bf16 drafts, split in <16 MiB parts, ship from the train stage)
+            head (its calibration.json to --out; the drafts, int8 in <16 MiB parts, ship from the train stage)
 Prints a table and ends with one JSON line.
 
     python benchmarks/smollm2/train_draft.py --stage convert,regen,train,eval --steps 4000 --work /root/smol \
@@ -224,7 +224,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
         save_draft(draft, work / f"{mode}-draft")
         log(f"train {mode}: {results[mode]}")
         # back with this call, int8 (a rank-256 Markov head alone is 50 MB in bf16; the calibration follows in eval)
-        ship(work / f"{mode}-draft", work, out, mode, int8=True)
+        ship(work / f"{mode}-draft", work, out, mode)
         if mode == "dspark" and steady:
             results["mfu"] = mfu_estimate(model, reference, batch, anchors, steady)  # at the median step
             if result.history and len(result.history) == steps:  # one uninterrupted call
@@ -358,13 +358,13 @@ def stage_assistant(work: Path, out: Path, seconds: float, batch: int) -> dict:
     return result
 
 
-def ship(draft_dir: Path, work: Path, out: Path, mode: str, suffix: str = "", int8: bool = False) -> None:
-    """One bf16 draft (split into <16 MiB parts for the transfer back) as out/{mode}{suffix}.part*, its config and the
-    metrics of the mode's run. `int8`: compact storage (dspark.formats.compact, half the bytes)."""
+def ship(draft_dir: Path, work: Path, out: Path, mode: str, suffix: str = "") -> None:
+    """One draft, stored int8 (dspark.formats.compact: half of bf16's bytes) and split into <16 MiB parts for the
+    transfer back, as out/{mode}{suffix}.part*, its config and the metrics of the mode's run."""
     name = mode + suffix
     draft = load_draft(draft_dir, device="cpu").to(torch.bfloat16)
     folder = work / f"ship-{name}"
-    save_draft(draft, folder, int8=int8)
+    save_draft(draft, folder, int8=True)
     subprocess.run(["split", "-b", "15000000", "-d", str(folder / "model.safetensors"), str(out / f"{name}.part")],
                    check=True)
     shutil.copy(folder / "config.json", out / f"{name}-config.json")
@@ -384,7 +384,7 @@ def stage_snapshot(work: Path, out: Path, modes: tuple[str, ...]) -> dict:
         state = json.loads((ckpt / STATE_JSON).read_text()) if ckpt else None
         if state is None or state["position"]["step"] >= state["train_config"]["steps"]:
             continue
-        ship(ckpt / "draft", work, out, mode, "-snapshot", int8=True)
+        ship(ckpt / "draft", work, out, mode, "-snapshot")
         shipped[mode] = ckpt.name
         log(f"snapshot {mode}: {ckpt.name}")
     return {"snapshot": shipped}
