@@ -210,6 +210,18 @@ class _EagerReplay(RoundGraphs):
         return step
 
 
+def test_padded_batches_round_up_to_the_next_power_of_two_up_to_max_batch():
+    # a level of 128 requests on a 256-row engine is timed (Algorithm 1's table) and run at 128 rows, not 256
+    model, draft = build_pair()
+    engine = BatchEngine(Target(model, draft.config.target_layer_ids), draft, max_batch=256, max_length=16,
+                         pad_to_buckets=True)
+    assert engine.buckets == (1, 2, 4, 8, 16, 32, 64, 128, 256)
+    assert [engine._width_rows(n) for n in (1, 3, 64, 65, 128, 129, 256)] == [1, 4, 64, 128, 128, 256, 256]
+    odd = BatchEngine(Target(model, draft.config.target_layer_ids), draft, max_batch=100, max_length=16,
+                      pad_to_buckets=True)
+    assert odd.buckets == (1, 2, 4, 8, 16, 32, 64, 100)
+
+
 def test_graph_wrapper_warm_up_and_replay_leave_generation_unchanged():
     model, draft = build_pair()
     target = Target(model, draft.config.target_layer_ids)

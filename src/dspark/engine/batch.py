@@ -29,7 +29,6 @@ from dspark.engine.static_target import StaticTarget
 from dspark.model.draft import DSparkDraft
 from dspark.model.target import Target
 
-BUCKETS = (1, 2, 4, 8, 16, 32, 64)
 PREFILL_GRAPH_TOKENS = 8192  # a prefill of at most this many padded tokens replays a CUDA graph; a larger one is eager
 
 
@@ -61,7 +60,9 @@ class BatchEngine:
                              "for CUDA graphs")
         self.round = BatchRound(self.static_target, self.static_draft, max_batch, self.ragged)
         self.pad_to_buckets = self.cuda_graphs if pad_to_buckets is None else pad_to_buckets
-        self.buckets = tuple(sorted({b for b in BUCKETS if b < max_batch} | {max_batch}))
+        # row counts the graphs are captured for: the powers of two below max_batch, and max_batch (before run 12 of
+        # benchmarks/results/speed/ they stopped at 64, so 128 rows ran, and were timed for Algorithm 1, as 256)
+        self.buckets = tuple(2 ** k for k in range(max_batch.bit_length()) if 2 ** k < max_batch) + (max_batch,)
         self.graphs = None
         self._session: BatchSession | None = None
         if self.cuda_graphs:
