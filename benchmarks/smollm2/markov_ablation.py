@@ -1,0 +1,83 @@
+"""How much of a SmolLM2 draft's held-out acceptance comes from its Markov head, slot by slot? (CPU, fp32)
+
+Greedy replay τ (`dspark.bench.replay`: the exact rounds of greedy speculative decoding) on the held-out code and math
+prompts, three ways: the draft as trained; with the Markov bias zeroed at the first drafted slot only (whose
+previous token is the anchor); with the bias zeroed at every slot (the backbone alone). Everything else, the
+confidence head included, is unchanged. A diagnostic, not a product path: it wraps the loaded draft's Markov head.
+Prints a table and ends with one JSON line.
+
+    python benchmarks/smollm2/markov_ablation.py --draft <draft folder> --eval-prompts stage_d/eval_prompts.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).parent))
+
+from dspark import Target, load_smollm2  # noqa: E402
+from dspark.bench.replay import replay_greedy  # noqa: E402
+from dspark.engine.stats import GenerationStats  # noqa: E402
+from dspark.formats.native import load_draft  # noqa: E402
+from dspark.train.data import render_prompt  # noqa: E402
+from train_draft import greedy_continuations, load_prompts_record  # noqa: E402
+
+SETTINGS = ("trained", "no bias at the first slot", "no bias anywhere")
+
+
+class AblatedStep:
+    """The head's `step` with its bias zeroed where the setting says. decode_blocks calls `step` once per slot, left
+    to right, γ times per block, so the call count modulo γ is the slot."""
+
+    def __init__(self, step, gamma: int):
+        self.step, self.gamma, self.calls, self.setting = step, gamma, 0, SETTINGS[0]
+
+    def __call__(self, prev: torch.Tensor, hidden: torch.Tensor, state):
+        bias, state = self.step(prev, hidden, state)  # [N, V]
+        slot, self.calls = self.calls % self.gamma, self.calls + 1
+        if self.setting == SETTINGS[2] or (self.setting == SETTINGS[1] and slot == 0):
+            bias = torch.zeros_like(bias)
+        return bias, state
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--draft", type=Path, required=True, help="a DSpark-headed draft folder (vanilla Markov head)")
+    parser.add_argument("--eval-prompts", type=Path, required=True, help="build_eval_prompts.py's JSONL")
+    parser.add_argument("--per-suite", type=int, default=20)
+    parser.add_argument("--max-new", type=int, default=128)
+    args = parser.parse_args()
+    model, tok = load_smollm2()
+    draft = load_draft(args.draft)
+    if draft.markov_head is None:
+        raise SystemExit(f"{args.draft} has no Markov head: nothing to ablate")
+    gamma = draft.config.num_draft_tokens
+    ablated = AblatedStep(draft.markov_head.step, gamma)
+    draft.markov_head.step = ablated  # the instance attribute shadows the method for this draft only
+    target = Target(model, draft.config.target_layer_ids)
+    records = [json.loads(line) for line in args.eval_prompts.read_text().splitlines() if line.strip()]
+    rows = {}
+    for suite in ("code", "math"):
+        prompts = [render_prompt(load_prompts_record(r), tok) for r in records if r["suite"] == suite]
+        prompts = prompts[: args.per_suite]
+        conts = greedy_continuations(model, tok, prompts, args.max_new)
+        for setting in SETTINGS:
+            ablated.calls, ablated.setting = 0, setting
+            stats = GenerationStats((), ())
+            for prompt, cont in zip(prompts, conts):
+                stats = stats.merge(replay_greedy(target, draft, prompt, cont))
+            rows[f"{suite}/{setting}"] = {"tau": stats.mean_acceptance_length, "rounds": stats.rounds,
+                                          "per_position": stats.per_position(gamma)}
+            print(f"{suite:5s} {setting:26s} τ {stats.mean_acceptance_length:.3f}  acceptance by slot "
+                  + " ".join(f"{a:.2f}" for a in stats.per_position(gamma)), flush=True)
+    print(json.dumps({"draft": str(args.draft), "per_suite": args.per_suite, "max_new": args.max_new, "rows": rows}))
+
+
+if __name__ == "__main__":
+    main()
