@@ -206,17 +206,12 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
         run_dir = work / mode
         if not resume:
             shutil.rmtree(run_dir, ignore_errors=True)
-        ckpt = latest_checkpoint(run_dir) if resume else None
-        shape = (draft.config.num_hidden_layers, draft.config.markov_rank)
-        saved = json.loads((ckpt / "draft" / "config.json").read_text()) if ckpt else None
-        if saved and (saved["num_hidden_layers"], saved.get("markov_rank", 0)) != shape:
-            raise SystemExit(f"--resume {mode}: its checkpoint has {saved['num_hidden_layers']} layers and Markov rank "
-                             f"{saved.get('markov_rank', 0)}, not {shape[0]} and {shape[1]}; give the --draft-layers and "
-                             f"--markov-rank its run began with")
         try:
             result = train(draft, source, config, run_dir, resume=resume, progress=False, deadline=stop_by)
         except TrainingStopped as stopped:  # no draft, ship or summary from an unfinished run
             raise SystemExit(f"train {mode}: {stopped}; --resume continues") from None
+        except ValueError as err:  # e.g. --resume with another --draft-layers / --markov-rank than the run began with
+            raise SystemExit(f"train {mode}: {err}") from None
         # every 10th step of the whole run, also the part before a resume (this call's history may be empty)
         metrics_file = run_dir / "metrics.jsonl"  # absent when the run is shorter than the logging interval
         logged = [json.loads(line) for line in metrics_file.read_text().splitlines()] if metrics_file.is_file() \

@@ -316,3 +316,8 @@ def test_train_fit_mode_unanchored_trains_dspark_heads_on_the_dflash_layout_and_
     # the layouts share every tensor name and shape: resuming the unanchored run as anchored is refused, not loaded
     assert main([*args, "--steps", "3", "--resume", "--out", str(tmp_path / "u")]) == 2
     assert "resume with the same mode" in capsys.readouterr().out
+    # another Markov rank or depth than the run began with: one message that names what differs
+    assert main([*args, "--markov-rank", "16", "--draft-layers", "3", "--mode", "unanchored", "--steps", "3",
+                 "--resume", "--out", str(tmp_path / "u")]) == 2
+    out = capsys.readouterr().out
+    assert "num_hidden_layers 2 (this run: 3)" in out and "markov_rank 8 (this run: 16)" in out

@@ -57,6 +57,12 @@ def load_checkpoint(ckpt: Path, draft: DSparkDraft, optimizer: torch.optim.Optim
         raise ValueError(f"{ckpt}: the checkpoint's draft is mode {saved.mode!r} with heads={saved.has_heads}, this "
                          f"run's is mode {draft.config.mode!r} with heads={draft.config.has_heads}; resume with the "
                          f"same mode as the run that wrote it")
+    shape = ("num_hidden_layers", "hidden_size", "block_size", "markov_rank", "markov_head_type", "target_layer_ids")
+    differ = [f"{f} {getattr(saved, f)} (this run: {getattr(draft.config, f)})" for f in shape
+              if getattr(saved, f) != getattr(draft.config, f)]
+    if differ:
+        raise ValueError(f"{ckpt}: the checkpoint's draft differs from this run's in {', '.join(differ)}; resume with "
+                         f"the draft settings of the run that wrote it")
     weights = load_file(str(ckpt / "draft" / WEIGHTS_NAME))
     missing, unexpected = draft.load_state_dict(weights, strict=False)
     if unexpected or set(missing) - set(EMBEDDING_TENSORS):
