@@ -27,6 +27,16 @@ snapshot() {  # snapshot <mode[,mode…]>: each unfinished run's latest checkpoi
     $PY $T --work /root/smol --out $OUT --stage snapshot --modes "$1" 2>&1 | grep -a "snapshot " || true
 }
 
+pack_out() {  # at most 8 files come back from a call (16 MiB each, 64 MiB in all; run 15 lost a finished draft's
+    # parts to the count): everything in $OUT but the draft parts goes into one tar, then a warning when still over
+    local small
+    small=$(cd $OUT && ls | grep -v -e '\.part[0-9]*$' -e '^extra\.tar$' || true)
+    [ -z "$small" ] || { (cd $OUT && tar -cf extra.tar $small && rm -f $small); }
+    ls -la $OUT
+    local n=$(ls $OUT | wc -l) mib=$(( $(du -sb $OUT | cut -f1) / 1048576 ))
+    [ "$n" -le 8 ] && [ "$mib" -le 64 ] || echo "WARNING: $n files, $mib MiB in \$OUT: only 8 files / 64 MiB come back" >&2
+}
+
 unpack_data() {  # unpack_data <folder>: its regenerated-data parts (regen.jsonl.gz.part*) join those of earlier calls in
     # /root/pack; once all have arrived (a pack too big for one call comes in two), /root/smol/regen.jsonl
     mkdir -p /root/smol /root/pack && cp "$1"/regen.jsonl.gz.part* /root/pack/

@@ -80,6 +80,7 @@ train_both_until() {  # train_both_until <seconds since the call began>: the unf
         grep -h "train $m" /root/train-$m.log | tail -n 1 | cut -c1-300 || true
     done
     snapshot "$(IFS=,; echo "${MODES[*]}")"  # the unfinished drafts come back with this call
+    pack_out > /dev/null
 }
 
 case "$1" in
@@ -104,12 +105,16 @@ t4)
     train_both_until "${DEADLINE:-565}" ;;
 t5)
     train_both_until "${DEADLINE:-565}" ;;
-t6)
+t6)  # T1_LIMIT=40: then τ at T = 1 of each finished draft too (sampled_acceptance, ~50 s a draft)
     train_both_until "${DEADLINE:-330}"
     $PY $T --work /root/smol --out /root/o --stage eval --eval-prompts /root/stage/eval_prompts.jsonl ${EVAL:-} \
         > /root/eval.log 2>&1 || true
     grep " τ " /root/eval.log || tail -n 20 /root/eval.log
     mkdir -p $OUT /root/o
+    for m in "${MODES[@]}"; do
+        [ -z "${T1_LIMIT:-}" ] || [ ! -f /root/smol/$m-draft/config.json ] || sampled_acceptance /root/smol/$m-draft $m
+    done
+    cp -r /root/t1 /root/o/ 2>/dev/null || true
     cp /root/train-*.log /root/eval.log /root/probe*.log /root/steps /root/o/ 2>/dev/null || true
     for m in "${MODES[@]}"; do
         cp /root/smol/$m/metrics.jsonl /root/o/$m-metrics.jsonl 2>/dev/null || true
@@ -118,7 +123,7 @@ t6)
         for p in /root/o-$m/$m.part*; do [ ! -e "$p" ] || mv "$p" "$OUT/"; done  # none from a cut run
     done
     tar -C /root -cf $OUT/meta.tar o
-    ls -la $OUT ;;
+    pack_out ;;
 *)
     echo "usage: $0 t1|t2|t3|t4|t5|t6" >&2; exit 2 ;;
 esac

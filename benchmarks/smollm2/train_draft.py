@@ -142,10 +142,10 @@ MODES = DRAFT_MODES  # --modes: (block layout, DSpark heads: Markov + confidence
 
 
 def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_SHAPE["num_layers"],
-               markov_rank: int = DRAFT_SHAPE["markov_rank"]) -> DSparkDraft:
+               markov_rank: int = DRAFT_SHAPE["markov_rank"], first_slot: bool = True) -> DSparkDraft:
     """A fresh draft of `layers` layers and a Markov head of `markov_rank` (seed 0; none in DFlash mode), or with `init`
     the weights of that draft folder (fine-tuning; fp32 masters), grown to `layers` layers when it has fewer
-    (dspark.train.grow: the same outputs at the first step)."""
+    (dspark.train.grow: the same outputs at the first step). `first_slot` False: no Markov bias at the first slot."""
     layout, heads = MODES[mode]
     if init is not None:
         draft = load_draft(init, device=DEVICE)
@@ -159,6 +159,7 @@ def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_S
         config = draft_config_from_target(model.config, mode=layout, heads=heads, **shape)
         torch.manual_seed(0)
         draft = DSparkDraft(config).to(DEVICE)
+    draft.config = draft.config.replace(markov_first_slot=first_slot)  # (normalised to True without a Markov head)
     draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
     return draft
 
@@ -167,7 +168,8 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
                 modes: tuple[str, ...] = ("dspark", "dflash"), backend: str = "eager", attention: str = "auto",
                 save_every: int = 0, resume: bool = False, dspark_weights: dict | None = None,
                 init: Path | None = None, cache_gib: float = 0, group: int = 0, stop_by: float | None = None,
-                layers: int = DRAFT_SHAPE["num_layers"], markov_rank: int = DRAFT_SHAPE["markov_rank"]) -> dict:
+                layers: int = DRAFT_SHAPE["num_layers"], markov_rank: int = DRAFT_SHAPE["markov_rank"],
+                first_slot: bool = True) -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
     dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)
@@ -178,6 +180,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     micro-batches of similar lengths (TrainConfig.group_by_length; keep it the same across the calls of one run).
     `layers`: draft layers of a fresh draft, or of an `init` draft grown deeper (the shipped one: run 9's 2 grown to 5).
     `markov_rank`: the Markov head's rank of a fresh DSpark-headed draft (runs 2-13: 32; the paper's: 256).
+    `first_slot` False: the DSpark-headed drafts get no Markov bias at their first drafted slot (runbook item 6).
     `stop_by`: Unix time at which a run stops after its step with a checkpoint, as on SIGTERM (run 9 lost 190 steps
     when a call's SIGTERM went unanswered; the deadline needs no signal)."""
     model, _ = load_target(work, torch.bfloat16)
@@ -197,10 +200,11 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     if not resume:
         write_json(plan_file, {"steps": steps, "lr": lr, "batch": batch, "anchors": anchors, "loss_backend": backend,
                                "attention": attention, "group_by_length": group, "markov_rank": markov_rank,
+                               "markov_first_slot": first_slot,
                                **(dspark_weights or {})})
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in modes:
-        draft = _new_draft(model, mode, init, layers, markov_rank)
+        draft = _new_draft(model, mode, init, layers, markov_rank, first_slot)
         config = TrainConfig(steps=steps, **base, **(dspark_weights or {})) if MODES[mode][1] \
             else TrainConfig.dflash(steps=steps, **base)
         run_dir = work / mode
@@ -421,6 +425,8 @@ def main() -> None:
                              "12.3 MB, 5 layers 23.0 MB)")
     parser.add_argument("--markov-rank", type=int, default=DRAFT_SHAPE["markov_rank"],
                         help="train: Markov head rank of a fresh DSpark-headed draft (runs 2-13: 32; the paper's 256)")
+    parser.add_argument("--no-markov-first-slot", dest="first_slot", action="store_false",
+                        help="train: no Markov bias at the first drafted slot (the backbone predicts it alone)")
     parser.add_argument("--resume", action="store_true",
                         help="train: continue each mode's run from its last checkpoint in --work")
     parser.add_argument("--modes", default="dspark,dflash", help=f"which drafts the train stage trains, in order: "
@@ -461,7 +467,7 @@ def main() -> None:
                                            args.save_every, args.resume,
                                            {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight}, args.init,
                                            args.hidden_cache_gib, args.group_by_length, args.stop_by,
-                                           args.draft_layers, args.markov_rank)
+                                           args.draft_layers, args.markov_rank, args.first_slot)
         elif stage == "assistant":
             summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
         elif stage == "snapshot":

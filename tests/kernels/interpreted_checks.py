@@ -4,6 +4,8 @@
    count and a vocabulary that are not multiples of the kernel's tiles).
 2. Engine runs that go through the kernel (batch-1 `generate` and the batched engine) stay identical to the target's
    own greedy decoding, and draft exactly the tokens the eager loop drafts.
+3. A draft without the Markov bias at its first slot (`markov_first_slot` false) drafts the eager loop's tokens
+   through the kernel too.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from dspark.engine.static_target import (causal_bias, grouped_attention, read_ro
 from dspark.model.rope import rotate, signed_sin  # noqa: E402
 from dspark import GenerationConfig, Target, generate  # noqa: E402
 from dspark.engine.batch import generate_batch  # noqa: E402
+from dspark.engine.draft_step import decode_blocks  # noqa: E402
 from dspark.testbed.random_pair import tiny_target  # noqa: E402
 from dspark.testbed.successor_pair import build_pair  # noqa: E402
 
@@ -117,6 +120,26 @@ def static_target_agreement() -> dict[str, float]:
     return out
 
 
+def first_slot_off_agreement() -> dict[str, object]:
+    """decode_blocks through the kernel and through the eager loop, for a draft with no bias at its first slot."""
+    model, draft = build_pair()
+    draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
+    draft.config = draft.config.replace(markov_first_slot=False)
+    torch.manual_seed(2)
+    hidden = torch.randn(5, draft.config.num_draft_tokens, draft.config.hidden_size)  # [N, γ, d]
+    anchors = torch.randint(0, draft.config.vocab_size, (5,))
+    assert markov_kernel.usable(draft.markov_head, hidden, True)
+    fused = decode_blocks(draft, hidden, anchors, GenerationConfig(), None).tokens  # [N, γ]
+    usable, markov_kernel.usable = markov_kernel.usable, lambda *a: False
+    try:
+        eager_tokens = decode_blocks(draft, hidden, anchors, GenerationConfig(), None).tokens
+    finally:
+        markov_kernel.usable = usable
+    first = draft.base_logits(hidden[:, 0]).argmax(-1)  # [N] the backbone's own pick
+    return {"first_slot_off_kernel_equals_eager": bool(torch.equal(fused, eager_tokens)),
+            "first_slot_off_slot0_is_backbone_argmax": bool(torch.equal(fused[:, 0], first))}
+
+
 def hf_greedy(model, prompt: list[int], n: int) -> list[int]:
     ids = torch.tensor([prompt])
     return model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False,
@@ -154,5 +177,5 @@ def engines() -> dict[str, object]:
 
 if __name__ == "__main__":
     print(json.dumps({**decode_agreement(), **attention_agreement(), **layer_kernel_agreement(),
-                      **static_target_agreement(), **engines()}))
+                      **static_target_agreement(), **first_slot_off_agreement(), **engines()}))
     sys.stdout.flush()

@@ -14,3 +14,8 @@ def test_engines_through_the_kernels_equal_target_greedy_and_the_eager_drafts(fa
     assert facts["batched_equals_target"] == [True, True, True]  # through the cache-attention kernel too
     assert facts["same_acceptance_as_eager"] == [True, True, True]
     assert facts["accepted"] > 0
+
+
+def test_fused_decode_without_the_first_slot_bias_picks_the_eager_loops_tokens(facts):
+    assert facts["first_slot_off_kernel_equals_eager"] is True
+    assert facts["first_slot_off_slot0_is_backbone_argmax"] is True

@@ -51,9 +51,15 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
     CUDA: `markov_kernel`). hidden [N, γ, d] are the predicting slots' states, anchors [N] the tokens before slot 0."""
     head = draft.markov_head
     n, gamma = hidden.shape[:2]
-    if markov_kernel.usable(head, hidden, config.greedy):  # one launch per slot, no logits written (CUDA)
-        tokens = markov_kernel.greedy_decode(draft.base_logits(hidden), head.markov_w1.weight,
-                                             head.markov_w2.weight, anchors)  # [N, γ]
+    first_biased = draft.config.markov_first_slot  # False: slot 0 is the backbone's argmax alone
+    if markov_kernel.usable(head, hidden, config.greedy) and (first_biased or gamma > 1):  # one launch per slot (CUDA)
+        base = draft.base_logits(hidden)  # [N, γ, V]
+        if first_biased:
+            tokens = markov_kernel.greedy_decode(base, head.markov_w1.weight, head.markov_w2.weight, anchors)  # [N, γ]
+        else:
+            first = base[:, 0].argmax(-1)  # [N]
+            rest = markov_kernel.greedy_decode(base[:, 1:], head.markov_w1.weight, head.markov_w2.weight, first)
+            tokens = torch.cat([first[:, None], rest], dim=1)  # [N, γ]
         prevs = torch.cat([anchors[:, None], tokens[:, :-1]], dim=1)  # [N, γ]
         conf = draft.confidence_logits(hidden, prevs)  # [N, γ] or None
         return Proposal(tokens, None, None if conf is None else conf.float())
@@ -65,8 +71,9 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
         logits = base[:, k]  # [N, V]
         prevs.append(prev)
         if head is not None:
-            bias, state = head.step(prev, hidden[:, k], state)  # [N, V]
-            logits = logits + bias  # [N, V] fp32: the add promotes the bias exactly, no separate cast kernel
+            bias, state = head.step(prev, hidden[:, k], state)  # [N, V] (the RNN head's state advances at every slot)
+            if k or first_biased:
+                logits = logits + bias  # [N, V] fp32: the add promotes the bias exactly, no separate cast kernel
         if config.greedy:
             token = logits.argmax(-1)  # [N]
         else:

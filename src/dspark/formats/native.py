@@ -54,6 +54,7 @@ def config_to_dict(config: DraftConfig) -> dict[str, Any]:
         "markov_head_type": config.markov_head_type,
         "enable_confidence_head": config.enable_confidence_head,
         "confidence_head_with_markov": config.confidence_head_with_markov,
+        "markov_first_slot": config.markov_first_slot,  # dspark's own; absent (older folders) means true
     }
 
 
@@ -103,6 +104,7 @@ def config_from_dict(raw: dict[str, Any], where: str = CONFIG_NAME) -> DraftConf
             markov_head_type=str(dspark.get("markov_head_type") or "vanilla"),
             enable_confidence_head=bool(dspark.get("enable_confidence_head", False)),
             confidence_head_with_markov=bool(dspark.get("confidence_head_with_markov", False)) and markov_rank > 0,
+            markov_first_slot=bool(dspark.get("markov_first_slot", True)),
             rms_norm_eps=float(dspark.get("rms_norm_eps", 1e-6)),
             max_position_embeddings=int(dspark.get("max_position_embeddings", 40960)),
             rope=RopeConfig.from_dict(rope),
