@@ -1,9 +1,10 @@
 """Plot the SmolLM2 draft's training runs: analytic τ on the training blocks against sequences seen (run 5 continues
 run 4's B, run 8 continues run 5, run 9 run 8, run 10 run 9 grown to 5 layers and run 11 run 10, so their curves start
 where the earlier run ends), and held-out τ per suite for runs 3, 4 (B), 5, 8, 9, 10 and 11 (`runs.png`); and
-the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4, 6, 12, 13 and 14 (runs 12-14:
-the DSpark heads on the DFlash block layout, "unanchored"), and the conditional acceptance per drafted position of run
-6's DSpark draft, the unanchored drafts of runs 12-14 and run 12's twin (`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
+the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4, 6 and 12-15 (runs 12-15:
+the DSpark heads on the DFlash block layout, "unanchored"; run 15: 5 layers), and the conditional acceptance per
+drafted position of run 6's DSpark draft, the unanchored drafts of runs 12-15 and the twins of runs 12 and 15
+(`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
 
     python benchmarks/smollm2/plot_runs.py
 """
@@ -42,6 +43,8 @@ TWINS = {  # same-budget pairs: (DSpark summary, its mode, DFlash-mode summary),
     "run 13 unanchored (CE only; run 12's twin)": ("run13/eval-summary.json", "unanchored", "run12/eval-summary.json"),
     "run 14 unanchored (Markov rank 256, 108k seqs)": ("run14/eval-summary.json", "unanchored",
                                                        "run14/eval-summary.json"),
+    "run 15 unanchored (5 layers, 2,500 steps)": ("run15/cpu-eval-summary.json", "unanchored",
+                                                  "run15/cpu-eval-summary.json"),
 }
 
 
@@ -52,7 +55,7 @@ def _taus(name: str, mode: str) -> dict[str, float]:
 
 def plot_twins() -> None:
     fig, (ratio, position) = plt.subplots(1, 2, figsize=(12, 4.2))
-    suites, width = None, 0.12
+    suites, width = None, 0.1
     for k, (label, (dspark, mode, dflash)) in enumerate(TWINS.items()):
         a, b = _taus(dspark, mode), _taus(dflash, "dflash")
         suites = suites or list(a)
@@ -62,9 +65,13 @@ def plot_twins() -> None:
     ratio.axhline(1.0, color="grey", lw=0.8)
     ratio.set_xticks(range(len(suites)), suites)
     ratio.set_ylim(0.8, 1.45)  # room for the legend above the bars
-    for run, mode, color in (("run6", "dspark", "C3"), ("run12", "unanchored", "C4"), ("run13", "unanchored", "C5"),
-                              ("run14", "unanchored", "C6"), ("run12", "dflash", "C1")):
-        rows = json.loads((FOLDER / run / "eval-summary.json").read_text())["eval"]
+    drafts = (("run6/eval-summary.json", "dspark", "C3"), ("run12/eval-summary.json", "unanchored", "C4"),
+              ("run13/eval-summary.json", "unanchored", "C5"), ("run14/eval-summary.json", "unanchored", "C6"),
+              ("run15/cpu-eval-summary.json", "unanchored", "C7"), ("run12/eval-summary.json", "dflash", "C1"),
+              ("run15/cpu-eval-summary.json", "dflash", "C8"))
+    for summary, mode, color in drafts:
+        rows = json.loads((FOLDER / summary).read_text())["eval"]
+        run = summary.split("/")[0]
         for suite, style in (("code", "-"), ("math", "--")):
             acc = rows[f"{suite}/{mode}"]["per_position"][: 7 if mode == "dspark" else 6]  # the DFlash layout: γ − 1
             position.plot(range(1, len(acc) + 1), acc, style, color=color, marker="o",
