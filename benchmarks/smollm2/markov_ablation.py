@@ -31,19 +31,16 @@ from train_draft import greedy_continuations, load_prompts_record  # noqa: E402
 SETTINGS = ("trained", "no bias at the first slot", "no bias anywhere")
 
 
-class AblatedStep:
-    """The head's `step` with its bias zeroed where the setting says. decode_blocks calls `step` once per slot, left
-    to right, γ times per block, so the call count modulo γ is the slot."""
+class BiasOff:
+    """The head's `step` with its bias zeroed while `off` (the backbone alone). The first-slot setting needs no
+    wrapper: it is the draft's own `markov_first_slot` option."""
 
-    def __init__(self, step, gamma: int):
-        self.step, self.gamma, self.calls, self.setting = step, gamma, 0, SETTINGS[0]
+    def __init__(self, step):
+        self.step, self.off = step, False
 
     def __call__(self, prev: torch.Tensor, hidden: torch.Tensor, state):
         bias, state = self.step(prev, hidden, state)  # [N, V]
-        slot, self.calls = self.calls % self.gamma, self.calls + 1
-        if self.setting == SETTINGS[2] or (self.setting == SETTINGS[1] and slot == 0):
-            bias = torch.zeros_like(bias)
-        return bias, state
+        return (torch.zeros_like(bias) if self.off else bias), state
 
 
 def main() -> None:
@@ -58,8 +55,9 @@ def main() -> None:
     if draft.markov_head is None:
         raise SystemExit(f"{args.draft} has no Markov head: nothing to ablate")
     gamma = draft.config.num_draft_tokens
-    ablated = AblatedStep(draft.markov_head.step, gamma)
+    ablated = BiasOff(draft.markov_head.step)
     draft.markov_head.step = ablated  # the instance attribute shadows the method for this draft only
+    trained = draft.config
     target = Target(model, draft.config.target_layer_ids)
     records = [json.loads(line) for line in args.eval_prompts.read_text().splitlines() if line.strip()]
     rows = {}
@@ -68,7 +66,8 @@ def main() -> None:
         prompts = prompts[: args.per_suite]
         conts = greedy_continuations(model, tok, prompts, args.max_new)
         for setting in SETTINGS:
-            ablated.calls, ablated.setting = 0, setting
+            draft.config = trained.replace(markov_first_slot=setting != SETTINGS[1])
+            ablated.off = setting == SETTINGS[2]
             stats = GenerationStats((), ())
             for prompt, cont in zip(prompts, conts):
                 stats = stats.merge(replay_greedy(target, draft, prompt, cont))
