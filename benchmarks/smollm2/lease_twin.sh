@@ -6,7 +6,11 @@
 # other unless TOGETHER=1 (run 6's way; with GPUS=2, on an `nvidia-h200-x2`, each draft gets a GPU of its own).
 # PAIR="dspark unanchored" compares another pair of modes; CE / L1 set the DSpark-headed drafts' loss weights (default
 # 0.5 / 0.5; the twin always trains on CE alone), so a pair of DSpark-headed drafts with the same STEPS, BATCH, LR and
-# data can be set against an earlier run's twin (run 12: `../results/smollm2/run12/`).
+# data can be set against an earlier run's twin (run 12: `../results/smollm2/run12/`). EXTRA goes to every draft,
+# EXTRA_1 / EXTRA_2 to the first / second of PAIR alone: two variants of one mode, e.g. PAIR="unanchored-gated
+# unanchored-rnn" EXTRA_1="--markov-head gated" EXTRA_2="--markov-head rnn" (train_draft.py's <mode>-<label>). The twin
+# is deterministic (runs 14 and 16: the same metrics, step for step, on run 13's pack), so a pair of variants can be set
+# against run 16's twin without training it again.
 #
 #   bash benchmarks/smollm2/lease_twin.sh t1   # carry stage_a: wheel part 0
 #   bash benchmarks/smollm2/lease_twin.sh t2   # carry stage_b2: wheel part 1
@@ -52,14 +56,15 @@ EOF
     echo "steps: $(cat /root/steps)"
 }
 
-train_one() {  # train_one <mode> <seconds left> [GPU]: from its last checkpoint; it stops itself 20 s before the
-    # limit with a checkpoint (--stop-by), and SIGTERM at the limit is the backstop
+train_one() {  # train_one <mode> <seconds left> [GPU] [K]: from its last checkpoint, with EXTRA and EXTRA_K; it stops
+    # itself 20 s before the limit with a checkpoint (--stop-by), and SIGTERM at the limit is the backstop
     [ "$2" -gt 30 ] || { echo "$1: no time left in this call"; return 0; }
+    local own="EXTRA_${4:-0}"
     mkdir -p /root/o-$1
     CUDA_VISIBLE_DEVICES=${3:-0} timeout -k 60 "$2" $PY $T --work /root/smol --out /root/o-$1 --stage train \
         --stop-by $(( $(date +%s) + $2 - 20 )) \
         --modes $1 --resume --steps "$(cat /root/steps)" --batch "${BATCH:-32}" --lr "${LR:-2e-3}" --ce-weight "${CE:-0.5}" --l1-weight "${L1:-0.5}" \
-        --attention "${ATTN:-flex}" --save-every "${SAVE:-100}" --hidden-cache-gib "$CACHE" ${EXTRA:-} \
+        --attention "${ATTN:-flex}" --save-every "${SAVE:-100}" --hidden-cache-gib "$CACHE" ${EXTRA:-} ${!own:-} \
         >> /root/train-$1.log 2>&1 || true
 }
 
@@ -69,9 +74,9 @@ train_both_until() {  # train_both_until <seconds since the call began>: the unf
         k=$(( k + 1 ))
         [ -f /root/o-$m/summary.json ] && continue  # written only when the run has finished
         if [ "${TOGETHER:-0}" = 1 ]; then
-            train_one $m $(( $1 - SECONDS )) $(( (k - 1) % ${GPUS:-1} )) &
+            train_one $m $(( $1 - SECONDS )) $(( (k - 1) % ${GPUS:-1} )) $k &
         else
-            train_one $m $(( $1 - SECONDS ))
+            train_one $m $(( $1 - SECONDS )) 0 $k
         fi
     done
     wait || true

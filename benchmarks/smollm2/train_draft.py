@@ -9,7 +9,8 @@ Stages, each resumable from files under --work (which survives between calls whi
   merge     the shards' examples appended to regen.jsonl (ids already there are kept once)
   pack      the regenerated data gzipped into <16 MiB parts in --out (to keep it for later leases)
   train     online training (target hidden states captured in the job) of the drafts in --modes (dspark, dflash,
-            unanchored: DSpark heads on the DFlash layout) with the same data, batch and --steps (kept in train-plan.json, so the DFlash-mode twin can train in a later call);
+            unanchored: DSpark heads on the DFlash layout; <mode>-<label>: a variant, e.g. unanchored-rnn) with the same
+            data, batch and --steps (kept in train-plan.json, so the DFlash-mode twin can train in a later call);
             the loss is compiled with inductor on GPU
   assistant a 2-layer autoregressive assistant (SmolLM2's first layers, fine-tuned) for the assisted-generation peer
   snapshot  the draft of each unfinished run's latest checkpoint, shipped (int8 parts) to --out as {mode}-snapshot
@@ -53,6 +54,8 @@ from dspark.train.recipe import DRAFT_MODES, draft_config_from_target  # noqa: E
 from dspark.train.regenerate import regenerate  # noqa: E402
 from dspark.train.state import STATE_JSON, latest_checkpoint  # noqa: E402
 from dspark.train.trainer import TrainingStopped, train  # noqa: E402
+
+from assistant_stage import train_assistant  # noqa: E402  (beside this file)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 MASK_TOKEN_ID = 16  # <empty_output>
@@ -141,12 +144,22 @@ def stage_pack(work: Path, out: Path, part_bytes: int = 15_000_000) -> dict:
 MODES = DRAFT_MODES  # --modes: (block layout, DSpark heads: Markov + confidence, trained with the DSpark loss)
 
 
+def base_mode(name: str) -> str:
+    """The mode of a --modes entry: one of MODES, or `<mode>-<label>`, a variant of that mode beside it in one --work
+    (e.g. unanchored-gated: its run, draft, parts and eval rows carry the whole name)."""
+    if name.split("-")[0] not in MODES:
+        raise SystemExit(f"--modes {name!r}: give one of {', '.join(MODES)}, or <mode>-<label> for a variant of one")
+    return name.split("-")[0]
+
+
 def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_SHAPE["num_layers"],
-               markov_rank: int = DRAFT_SHAPE["markov_rank"], first_slot: bool = True) -> DSparkDraft:
+               markov_rank: int = DRAFT_SHAPE["markov_rank"], first_slot: bool = True,
+               markov_head: str = "vanilla") -> DSparkDraft:
     """A fresh draft of `layers` layers and a Markov head of `markov_rank` (seed 0; none in DFlash mode), or with `init`
     the weights of that draft folder (fine-tuning; fp32 masters), grown to `layers` layers when it has fewer
-    (dspark.train.grow: the same outputs at the first step). `first_slot` False: no Markov bias at the first slot."""
-    layout, heads = MODES[mode]
+    (dspark.train.grow: the same outputs at the first step). `first_slot` False: no Markov bias at the first slot.
+    `markov_head`: the Markov head of a fresh draft (vanilla, gated or rnn; dspark.model.heads)."""
+    layout, heads = MODES[base_mode(mode)]
     if init is not None:
         draft = load_draft(init, device=DEVICE)
         if (draft.config.mode, draft.config.has_heads) != (layout, heads):
@@ -155,7 +168,7 @@ def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_S
             log(f"grow: {init} from {draft.config.num_hidden_layers} to {layers} layers")
             draft = grow_draft(draft, layers)
     else:
-        shape = {**DRAFT_SHAPE, "num_layers": layers, "markov_rank": markov_rank}
+        shape = {**DRAFT_SHAPE, "num_layers": layers, "markov_rank": markov_rank, "markov_head_type": markov_head}
         config = draft_config_from_target(model.config, mode=layout, heads=heads, **shape)
         torch.manual_seed(0)
         draft = DSparkDraft(config).to(DEVICE)
@@ -169,7 +182,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
                 save_every: int = 0, resume: bool = False, dspark_weights: dict | None = None,
                 init: Path | None = None, cache_gib: float = 0, group: int = 0, stop_by: float | None = None,
                 layers: int = DRAFT_SHAPE["num_layers"], markov_rank: int = DRAFT_SHAPE["markov_rank"],
-                first_slot: bool = True) -> dict:
+                first_slot: bool = True, markov_head: str = "vanilla") -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
     dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)
@@ -180,7 +193,9 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     micro-batches of similar lengths (TrainConfig.group_by_length; keep it the same across the calls of one run).
     `layers`: draft layers of a fresh draft, or of an `init` draft grown deeper (the shipped one: run 9's 2 grown to 5).
     `markov_rank`: the Markov head's rank of a fresh DSpark-headed draft (runs 2-13: 32; the paper's: 256).
-    `first_slot` False: the DSpark-headed drafts get no Markov bias at their first drafted slot (runbook item 6).
+    `first_slot` False: the DSpark-headed drafts get no Markov bias at their first drafted slot (run 16).
+    `markov_head`: their Markov head (vanilla; the paper's RNN head rnn; DeepSpec's gated). `modes` may hold
+    variants `<mode>-<label>` (base_mode), e.g. two settings of one mode in one --work, one call each.
     `stop_by`: Unix time at which a run stops after its step with a checkpoint, as on SIGTERM (run 9 lost 190 steps
     when a call's SIGTERM went unanswered; the deadline needs no signal)."""
     model, _ = load_target(work, torch.bfloat16)
@@ -200,12 +215,12 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     if not resume:
         write_json(plan_file, {"steps": steps, "lr": lr, "batch": batch, "anchors": anchors, "loss_backend": backend,
                                "attention": attention, "group_by_length": group, "markov_rank": markov_rank,
-                               "markov_first_slot": first_slot,
+                               "markov_first_slot": first_slot, "markov_head_type": markov_head,
                                **(dspark_weights or {})})
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in modes:
-        draft = _new_draft(model, mode, init, layers, markov_rank, first_slot)
-        config = TrainConfig(steps=steps, **base, **(dspark_weights or {})) if MODES[mode][1] \
+        draft = _new_draft(model, mode, init, layers, markov_rank, first_slot, markov_head)
+        config = TrainConfig(steps=steps, **base, **(dspark_weights or {})) if MODES[base_mode(mode)][1] \
             else TrainConfig.dflash(steps=steps, **base)
         run_dir = work / mode
         if not resume:
@@ -261,10 +276,10 @@ def stage_eval(work: Path, eval_file: Path, out: Path, max_new: int, per_suite: 
     for r in records:
         if len(suites.setdefault(r["suite"], [])) < per_suite:
             suites[r["suite"]].append(render_prompt(load_prompts_record(r), tok))
-    drafts = {mode: load_draft(work / f"{mode}-draft", device=DEVICE) for mode in MODES
-              if (work / f"{mode}-draft").is_dir()}  # every draft this --work has trained
+    names = sorted(p.name.removesuffix("-draft") for p in work.glob("*-draft") if (p / "config.json").is_file())
+    drafts = {name: load_draft(work / f"{name}-draft", device=DEVICE) for name in names}  # all this --work trained
     rows = {}
-    confidence = {mode: [] for mode in drafts if MODES[mode][1]}  # the headed drafts' rounds, for their calibration
+    confidence = {name: [] for name, draft in drafts.items() if draft.config.has_heads}  # the headed drafts' rounds, for their calibration
     for suite, prompts in suites.items():
         began = time.perf_counter()
         conts = greedy_continuations(model, tok, prompts, max_new)
@@ -308,60 +323,6 @@ def greedy_continuations(model, tok, prompts: list[list[int]], max_new: int) -> 
     for row in gen[:, width:].tolist():
         out.append(row[: row.index(tok.eos_token_id) + 1] if tok.eos_token_id in row else row)
     return out
-
-
-def stage_assistant(work: Path, out: Path, seconds: float, batch: int) -> dict:
-    """A 2-layer autoregressive assistant for transformers' assisted generation (a peer in the speed benchmark):
-    SmolLM2's own embeddings (frozen, tied) + its first two layers + final norm, fine-tuned with next-token loss on
-    the regenerated responses for `seconds`. Ships the trained layers without the embeddings (bf16)."""
-    import copy
-    import random
-
-    from safetensors.torch import save_file
-    from transformers import LlamaForCausalLM
-
-    model, _ = load_target(work, torch.bfloat16)
-    cfg = copy.deepcopy(model.config)
-    cfg.num_hidden_layers = 2
-    assistant = LlamaForCausalLM(cfg)
-    state = {k: v.float() for k, v in model.state_dict().items()
-             if not k.startswith("model.layers.") or int(k.split(".")[2]) < 2}
-    assistant.load_state_dict(state, strict=False)
-    assistant.tie_weights()
-    assistant = assistant.to(DEVICE).train()
-    assistant.model.embed_tokens.weight.requires_grad_(False)
-    params = [p for p in assistant.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=3e-4, weight_decay=0.0)
-    examples = read_examples(work / "regen.jsonl", max_length=1024)
-    rng = random.Random(0)
-    began, steps, tokens, losses = time.perf_counter(), 0, 0, []
-    while time.perf_counter() - began < seconds:
-        chunk = rng.sample(examples, min(batch, len(examples)))
-        width = max(len(e.input_ids) for e in chunk)
-        ids = torch.tensor([list(e.input_ids) + [0] * (width - len(e.input_ids)) for e in chunk], device=DEVICE)
-        labels = torch.tensor([[t if m else -100 for t, m in zip(e.input_ids, e.loss_mask)]
-                               + [-100] * (width - len(e.input_ids)) for e in chunk], device=DEVICE)  # [b, S]
-        with torch.autocast(DEVICE, dtype=torch.bfloat16, enabled=DEVICE == "cuda"):
-            loss = assistant(input_ids=ids, labels=labels).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        steps, tokens = steps + 1, tokens + int((labels != -100).sum())
-        losses.append(float(loss))
-    seconds_used = time.perf_counter() - began
-    folder = work / "assistant"
-    folder.mkdir(exist_ok=True)
-    weights = {k: v.detach().to(torch.bfloat16).contiguous() for k, v in assistant.state_dict().items()
-               if k not in ("model.embed_tokens.weight", "lm_head.weight")}
-    save_file(weights, str(folder / "model.safetensors"))
-    cfg.save_pretrained(folder)
-    shutil.copy(folder / "model.safetensors", out / "assistant.safetensors")
-    shutil.copy(folder / "config.json", out / "assistant-config.json")
-    result = {"steps": steps, "seconds": seconds_used, "loss_first": sum(losses[:10]) / max(1, len(losses[:10])),
-              "loss_last": sum(losses[-10:]) / max(1, len(losses[-10:])), "tokens_per_s": tokens / seconds_used}
-    log(f"assistant: {result}")
-    return result
 
 
 def ship(draft_dir: Path, work: Path, out: Path, mode: str, suffix: str = "") -> None:
@@ -425,12 +386,15 @@ def main() -> None:
                              "12.3 MB, 5 layers 23.0 MB)")
     parser.add_argument("--markov-rank", type=int, default=DRAFT_SHAPE["markov_rank"],
                         help="train: Markov head rank of a fresh DSpark-headed draft (runs 2-13: 32; the paper's 256)")
+    parser.add_argument("--markov-head", default="vanilla", choices=("vanilla", "gated", "rnn"),
+                        help="train: Markov head of a fresh DSpark-headed draft (rnn: the paper's RNN head)")
     parser.add_argument("--no-markov-first-slot", dest="first_slot", action="store_false",
                         help="train: no Markov bias at the first drafted slot (the backbone predicts it alone)")
     parser.add_argument("--resume", action="store_true",
                         help="train: continue each mode's run from its last checkpoint in --work")
     parser.add_argument("--modes", default="dspark,dflash", help=f"which drafts the train stage trains, in order: "
-                        f"{', '.join(MODES)} (unanchored: the DSpark heads on the DFlash block layout)")
+                        f"{', '.join(MODES)} (unanchored: the DSpark heads on the DFlash block layout), or "
+                        f"<mode>-<label> for a variant of one (e.g. unanchored-rnn with --markov-head rnn)")
     parser.add_argument("--attention", default="auto", choices=("auto", "sdpa", "flex"),
                         help="block attention in training (auto: FlexAttention on CUDA; run 2 used SDPA)")
     parser.add_argument("--loss-backend", default="inductor" if DEVICE == "cuda" else "eager",
@@ -467,9 +431,12 @@ def main() -> None:
                                            args.save_every, args.resume,
                                            {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight}, args.init,
                                            args.hidden_cache_gib, args.group_by_length, args.stop_by,
-                                           args.draft_layers, args.markov_rank, args.first_slot)
+                                           args.draft_layers, args.markov_rank, args.first_slot, args.markov_head)
         elif stage == "assistant":
-            summary["assistant"] = stage_assistant(args.work, args.out, args.assistant_seconds, 32)
+            model, _ = load_target(args.work, torch.bfloat16)
+            summary["assistant"] = train_assistant(model, read_examples(args.work / "regen.jsonl", max_length=1024),
+                                                   args.work / "assistant", args.out, args.assistant_seconds, 32)
+            log(f"assistant: {summary['assistant']}")
         elif stage == "snapshot":
             summary.update(stage_snapshot(args.work, args.out, tuple(args.modes.split(","))))
         elif stage == "eval":
