@@ -295,8 +295,12 @@ def goals(result: Any) -> dict[str, dict[str, Any]]:
         base = tps("dspark", "none", c)
         best = max([v for v in (tps("dspark", "threshold", c), tps("dspark", "algorithm1", c)) if v is not None],
                    default=None)
-        out[f"scheduling_helps_at_{c}"] = {"value": [base, best], "goal": "max(threshold, algorithm1) > none",
-                                           "met": None if base is None or best is None else best > base}
+        spread = rows[("dspark", "none", c)].repeats if ("dspark", "none", c) in rows else ()
+        bar = max(spread) if len(spread) >= 3 else base  # with 3+ repeats: above the fastest unscheduled repeat
+        out[f"scheduling_helps_at_{c}"] = {"value": [base, best], "unscheduled_repeats": list(spread),
+                                           "goal": "max(threshold, algorithm1) > none"
+                                           + (" (medians; above every unscheduled repeat)" if len(spread) >= 3 else ""),
+                                           "met": None if bar is None or best is None else best > bar}
     verdicts = [r.lossless for r in result.throughput if r.lossless is not None]
     out["lossless"] = {"value": f"{sum(verdicts)}/{len(verdicts)} rows", "goal": "every speculative row",
                        "met": all(verdicts) if verdicts else None}
@@ -335,6 +339,9 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     parser.add_argument("--num-prompts", type=int, default=8, help="requests at batch 1 (default 8)")
     parser.add_argument("--waves", type=int, default=2, help="at concurrency C > 1: at least C × waves requests")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="interleaved measurements per method and level; a row is their median (run 14: one "
+                             "row moved 12 %% between two runs)")
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--threshold", type=float, default=0.3)
@@ -357,7 +364,8 @@ def main() -> int:
                              "settings": ThroughputSettings(tuple(int(c) for c in args.concurrency.split(",")),
                                                             args.max_new_tokens, 0.0, args.num_prompts, args.waves,
                                                             threshold=args.threshold,
-                                                            method_budget_s=args.method_budget, seed=args.seed)}
+                                                            method_budget_s=args.method_budget, seed=args.seed,
+                                                            repeats=args.repeats)}
     log(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}")
     sections.run("setup", lambda: setup(args, state))
     if state.get("device") == "cuda" and resolve_kind(args.engine) == "batch" and state["models"].draft is not None:

@@ -10,6 +10,7 @@ One variant per process (1 thread), so two run side by side on two cores:
 
     python benchmarks/testbed/recipe_sweep.py NAME [--lr 3e-3] [--init none|first|last] [--mode dspark|dflash|unanchored]
         [--ce 0.1 --l1 0.9] [--steps 240] [--layers 2] [--seed 0] [--heldout 16] [--sampled] [--reuse]
+        [--markov-head vanilla|gated|rnn] [--no-first-slot]
 
 Sweeps run with it: learning rate × initialisation (`../results/testbed_lr_sweep/`) and CE / L1 weights against
 the DFlash-mode baseline (`../results/testbed_loss_weights/`).
@@ -86,8 +87,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--heldout", type=int, default=16, help="held-out prompts for τ")
     parser.add_argument("--sampled", action="store_true", help="also measure τ at temperature 1")
+    parser.add_argument("--markov-head", default="vanilla", choices=("vanilla", "gated", "rnn"),
+                        help="unanchored: the Markov head (dspark.model.heads)")
+    parser.add_argument("--no-first-slot", dest="first_slot", action="store_false",
+                        help="unanchored: no Markov bias at the first drafted slot (markov_first_slot)")
     parser.add_argument("--reuse", action="store_true", help="evaluate /tmp/ab/NAME from an earlier run; no training")
     args = parser.parse_args()
+    if args.mode != "unanchored" and (args.markov_head != "vanilla" or not args.first_slot):
+        parser.error("--markov-head and --no-first-slot are for --mode unanchored")
 
     r = DraftRecipe()
     tdir = build_target()
@@ -105,7 +112,8 @@ def main() -> None:
     if args.mode == "unanchored":  # the same draft with the Markov and confidence heads (seeded again)
         torch.manual_seed(args.seed)
         draft = DSparkDraft(draft.config.replace(markov_rank=r.markov_rank, enable_confidence_head=True,
-                                                 confidence_head_with_markov=True))
+                                                 confidence_head_with_markov=True, markov_head_type=args.markov_head,
+                                                 markov_first_slot=args.first_slot))
         draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
     config = draft.config
     copy_target_layers(model, draft, args.init)
@@ -124,7 +132,8 @@ def main() -> None:
         t1 = sampled_tau(tdir, out, args.heldout)
         sampled = {"tau_t1": round(t1.mean_acceptance_length, 3),
                    "per_position_t1": [round(a, 3) for a in t1.per_position(r.block_size)]}
-    print(json.dumps({"variant": args.name, "mode": args.mode, "layers": args.layers, "lr": args.lr, "init": args.init,
+    print(json.dumps({"variant": args.name, "mode": args.mode, "markov_head": config.markov_head_type,
+                      "markov_first_slot": config.markov_first_slot, "layers": args.layers, "lr": args.lr, "init": args.init,
                       "ce": recipe.ce_weight, "l1": recipe.l1_weight, "steps": args.steps, "seed": args.seed,
                       "train_s": round(time.time() - began), "heldout": args.heldout,
                       "tau": round(stats.mean_acceptance_length, 3),

@@ -7,8 +7,9 @@ import json
 import pytest
 import torch
 
+from dspark.bench.errors import BenchError
 from dspark.bench.our_engine import OurEngine, our_method
-from dspark.bench.results import BenchResult, RunInfo, ThroughputRow, load_result
+from dspark.bench.results import BenchResult, RunInfo, ThroughputRow, load_result, save_result
 from dspark.bench.throughput import Method, Output, ThroughputSettings, run_matrix
 from dspark.bench.throughput_job import ThroughputModels, build_methods
 from dspark.cli import main
@@ -232,10 +233,10 @@ def test_cli_prints_a_table_ends_with_one_json_line_and_reports_plot_it(model_di
     argv = ["bench", "throughput", "--target", str(target), "--draft", str(draft), "--prompts", str(prompts),
             "--num-prompts", "2", "--max-new-tokens", "4", "--concurrency", "1,2", "--methods",
             "plain,dspark,hf-dynamic,prompt-lookup", "--schedulers", "none,threshold", "--engine", "sequential",
-            "--warmup-tokens", "1", "--out", str(out), "--no-progress"]
+            "--warmup-tokens", "1", "--repeats", "2", "--out", str(out), "--no-progress"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "tok/s" in printed and "speedup/τ" in printed
+    assert "tok/s" in printed and "speedup/τ" in printed and "repeats: min – max tok/s" in printed
     last = json.loads(printed.strip().splitlines()[-1])
     assert last["results"] == str(out) and last["device"].startswith("cpu")
     assert [(r["method"], r["scheduler"], r["concurrency"], r["status"]) for r in last["rows"]] == [
@@ -247,6 +248,7 @@ def test_cli_prints_a_table_ends_with_one_json_line_and_reports_plot_it(model_di
     assert result.run.command.startswith("dspark bench throughput --target ")
     assert "--concurrency 1,2" in result.run.command and result.settings["engine"] == "sequential"
     assert result.suites[0].name == "p" and result.suites[0].prompts == 2
+    assert all(len(r.repeats) == 2 and r.tokens_per_second in r.repeats for r in result.throughput if r.status == "ok")
 
     assert main(["bench", "report", str(out), "--out", str(tmp_path / "rep")]) == 0
     names = sorted(p.name for p in (tmp_path / "rep").iterdir())
@@ -278,3 +280,43 @@ def test_the_smollm2_flag_runs_the_converted_smollm2_folder_as_the_target(model_
     result = load_result(out)
     assert result.target == str(target_dir)
     assert [(r.method, r.status, r.requests) for r in result.throughput] == [("plain", "ok", 1)]
+
+
+def test_repeats_interleave_the_methods_and_a_row_is_the_median_repeat_with_every_repeat_beside_it(tmp_path):
+    clock, order = FakeClock(), []
+    times = {"plain": iter([2.0, 4.0, 3.0]), "dspark": iter([1.0, 5.0, 2.0])}  # seconds per timed call
+
+    def method(name: str) -> Method:
+        def run(prompts, concurrency, max_new_tokens, seconds_left):
+            order.append(name)
+            clock.now += next(times[name])
+            return [Output((1, 2, 3, 4), taus=(2, 2)) for _ in prompts]
+        return Method(name, run, speculative=name == "dspark", whole=True)
+
+    settings = ThroughputSettings((2,), 4, num_prompts=2, warmup_tokens=0, repeats=3)
+    rows = by_key(run_matrix([method("dspark"), method("plain")], PROMPTS, settings, "code", clock=clock))
+    assert order == ["plain", "dspark"] * 3
+    plain, dspark = rows[("plain", "none", 2)], rows[("dspark", "none", 2)]
+    assert (plain.seconds, plain.repeats) == (3.0, (4.0, 2.0, 8 / 3))  # 8 tokens a repeat
+    assert (dspark.seconds, dspark.repeats) == (2.0, (8.0, 1.6, 4.0))
+    assert dspark.lossless is True and dspark.note == "" and dspark.mean_tau == 2.0
+    result = BenchResult(RUN, "t", "d", throughput=tuple(rows.values()))
+    path = tmp_path / "r.json"
+    save_result(result, path)
+    assert load_result(path).throughput == result.throughput  # the repeats survive the JSON round trip
+
+
+def test_a_repeat_cut_by_the_budget_is_left_out_of_the_median_and_named_in_the_note():
+    clock = FakeClock()
+    seconds = iter([1.0, 1.0, 30.0])  # the third repeat's wave runs past what the method's budget has left
+
+    def run(prompts, concurrency, max_new_tokens, seconds_left):
+        clock.now += next(seconds)
+        return [Output((1, 2)) for _ in prompts]
+
+    settings = ThroughputSettings((1,), 2, num_prompts=1, warmup_tokens=0, method_budget_s=10.0, repeats=3)
+    row = run_matrix([Method("plain", run)], PROMPTS, settings, "code", clock=clock)[0]
+    assert (row.status, row.seconds, row.repeats) == ("ok", 1.0, (2.0, 2.0))
+    assert row.note == "1 more not counted (timeout)"
+    with pytest.raises(BenchError, match="repeats must be at least 1"):
+        ThroughputSettings(repeats=0)

@@ -164,8 +164,10 @@ class ThroughputRow:
     agreement: float | None = None  # share of requests token-identical to the baseline's output
     status: str = "ok"
     note: str = ""
+    repeats: tuple[float, ...] = ()  # tokens/s of every interleaved repeat when there were several (this row: median)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "repeats", tuple(float(v) for v in self.repeats))  # (a list when read from JSON)
         if self.status not in ROW_STATUSES:
             raise BenchError(f"throughput row {self.method!r}: status {self.status!r} is not one of {ROW_STATUSES}")
 

@@ -8,13 +8,15 @@ mean τ and, at T = 0, whether our speculative outputs equal our plain outputs t
 run at every level before the peers. A method that runs past its time budget at a level is cut there and marked
 "timeout" (each level has its own budget: a peer too slow at batch 1 is still measured batched; the warm-up, where
 compilation, graph capture and Algorithm 1's round-cost tables land, is not billed to it); the run's deadline skips
-whatever is left. It does not load models, pick prompts or
-print.
+whatever is left. With `repeats` > 1 each level measures its methods that many times, interleaved (plain, dspark, …,
+plain, dspark, …), and a row is the repeat with the median tokens/s, every repeat's tokens/s beside it: a gain smaller
+than the spread of repeats is noise (run 14 on the H200: one row moved 12 % between two runs). It does not load
+models, pick prompts or print.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Sequence
 
 from dspark.bench.errors import BenchError
@@ -36,12 +38,13 @@ class ThroughputSettings:
     method_budget_s: float = 600.0  # per method, scheduler and level: the timed waves (the warm-up is not billed)
     deadline_s: float | None = None  # the whole matrix
     seed: int = 0
+    repeats: int = 1  # interleaved measurements per method and level; a row is their median (the budget covers all)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "concurrency", tuple(int(c) for c in self.concurrency))
         if not self.concurrency or min(self.concurrency) < 1:
             raise BenchError(f"concurrency levels must be positive integers, got {list(self.concurrency)}")
-        for name in ("max_new_tokens", "num_prompts", "waves"):
+        for name in ("max_new_tokens", "num_prompts", "waves", "repeats"):
             if getattr(self, name) < 1:
                 raise BenchError(f"{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
         if self.warmup_tokens < 0 or self.method_budget_s <= 0 or self.temperature < 0:
@@ -114,12 +117,12 @@ def _no_sync() -> None:
 
 
 def _measure(method: Method, requests: list[list[int]], concurrency: int, settings: ThroughputSettings,
-             budget: _Budget, sync: Callable[[], None]) -> tuple[list[Output], float, bool]:
+             budget: _Budget, sync: Callable[[], None], warm_up: bool = True) -> tuple[list[Output], float, bool]:
     """(outputs of the requests that finished, their timed seconds, whether the budget cut the run). The warm-up
-    (where one-time costs land: compilation, graph capture, Algorithm 1's round-cost tables) is bounded by the run's
-    deadline only; the method's budget bills the timed waves."""
+    (where one-time costs land: compilation, graph capture, Algorithm 1's round-cost tables; the first repeat only)
+    is bounded by the run's deadline only; the method's budget bills the timed waves."""
     clock, key = budget.clock, (*method.key, concurrency)
-    if settings.warmup_tokens:
+    if settings.warmup_tokens and warm_up:
         method.run(requests[:concurrency], concurrency, min(settings.warmup_tokens, settings.max_new_tokens),
                    budget.until_deadline())
     began = clock()
@@ -166,7 +169,8 @@ def run_matrix(methods: Sequence[Method], prompts: Sequence[Sequence[int]], sett
 
     Run order: first the `first` methods (our engine) at every level, then the others (the peers) at every level,
     each pass levels in order with plain first; so when the deadline comes, what is lost is peers at high
-    concurrency, not our own rows."""
+    concurrency, not our own rows. `settings.repeats` > 1: each level runs its group's methods that many times in
+    turn, and a row is the median repeat (`_median_row`); `progress` sees every repeat."""
     if not prompts:
         raise BenchError("no prompts to run")
     methods = sorted(methods, key=lambda m: (m.key != (PLAIN, "none")))
@@ -177,16 +181,41 @@ def run_matrix(methods: Sequence[Method], prompts: Sequence[Sequence[int]], sett
     for group in ([m for m in methods if m.first], [m for m in methods if not m.first]):
         for level, concurrency in enumerate(settings.concurrency):
             requests = [list(prompts[i % len(prompts)]) for i in range(settings.requests(concurrency))]
-            for method in group:
-                row = _level_row(method, requests, concurrency, settings, suite, budget, sync, plain)
-                done[(level, methods.index(method))] = row
-                if progress is not None:
-                    progress(row)
+            measured: dict[int, list[ThroughputRow]] = {}
+            for repeat in range(settings.repeats):
+                for method in group:
+                    row = _level_row(method, requests, concurrency, settings, suite, budget, sync, plain, repeat)
+                    measured.setdefault(methods.index(method), []).append(row)
+                    if progress is not None:
+                        progress(row)
+            for index, rows in measured.items():
+                done[(level, index)] = _median_row(rows)
     return tuple(done[key] for key in sorted(done))
 
 
+def _median_row(rows: list[ThroughputRow]) -> ThroughputRow:
+    """The repeats of one method at one level as one row: the "ok" repeat with the median tokens/s (the lower of the
+    middle two), every "ok" repeat's tokens/s in `repeats`, losslessness and agreement over all repeats, and a note on
+    repeats cut by the budget or the deadline. Without an "ok" repeat, the first repeat (its status says why)."""
+    if len(rows) == 1:
+        return rows[0]
+    ok = [r for r in rows if r.status == "ok"]
+    if not ok:
+        return rows[0]
+    middle = sorted(ok, key=lambda r: r.tokens_per_second)[(len(ok) - 1) // 2]
+    verdicts = [r.lossless for r in rows if r.lossless is not None]
+    agreements = [r.agreement for r in rows if r.agreement is not None]
+    notes = [r.note for r in rows if r.lossless is False][:1]
+    if len(ok) < len(rows):
+        notes.append(f"{len(rows) - len(ok)} more not counted ({', '.join(r.status for r in rows if r.status != 'ok')})")
+    return replace(middle, repeats=tuple(r.tokens_per_second for r in ok),
+                   lossless=all(verdicts) if verdicts else None, agreement=min(agreements) if agreements else None,
+                   note="; ".join(notes))
+
+
 def _level_row(method: Method, requests: list[list[int]], concurrency: int, settings: ThroughputSettings, suite: str,
-               budget: _Budget, sync: Callable[[], None], plain: dict[int, list[Output]]) -> ThroughputRow:
+               budget: _Budget, sync: Callable[[], None], plain: dict[int, list[Output]], repeat: int = 0
+               ) -> ThroughputRow:
     row = dict(suite=suite, method=method.name, concurrency=concurrency, temperature=settings.temperature,
                scheduler=method.scheduler, new_tokens=0, seconds=0.0)
     if method.unavailable:
@@ -195,16 +224,17 @@ def _level_row(method: Method, requests: list[list[int]], concurrency: int, sett
         return ThroughputRow(**row, status="n/a", note="batch 1 only")
     if budget.deadline is not None and budget.clock() >= budget.deadline:
         return ThroughputRow(**row, status="skipped", note="the run's deadline was reached")
-    done, outputs = _row(method, requests, concurrency, settings, budget, sync, row, plain.get(concurrency))
-    if method.key == (PLAIN, "none") and done.status in ("ok", "timeout"):
+    done, outputs = _row(method, requests, concurrency, settings, budget, sync, row, plain.get(concurrency), repeat)
+    if method.key == (PLAIN, "none") and done.status in ("ok", "timeout") and concurrency not in plain:
         plain[concurrency] = outputs
     return done
 
 
 def _row(method: Method, requests: list[list[int]], concurrency: int, settings: ThroughputSettings, budget: _Budget,
-         sync: Callable[[], None], row: dict, plain: list[Output] | None) -> tuple[ThroughputRow, list[Output]]:
+         sync: Callable[[], None], row: dict, plain: list[Output] | None, repeat: int = 0
+         ) -> tuple[ThroughputRow, list[Output]]:
     try:
-        outputs, seconds, cut = _measure(method, requests, concurrency, settings, budget, sync)
+        outputs, seconds, cut = _measure(method, requests, concurrency, settings, budget, sync, repeat == 0)
     except Exception as err:  # noqa: BLE001 — a failing method is a result, not the end of the run
         return ThroughputRow(**row, status="error", note=f"{type(err).__name__}: {err}"[:500]), []
     taus = [t for o in outputs for t in o.taus]

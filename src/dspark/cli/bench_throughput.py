@@ -25,6 +25,8 @@ THROUGHPUT_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--prompt-suite",), dict(metavar="NAME", help="only the lines of a JSONL file whose 'suite' is NAME")),
     (("--num-prompts",), dict(type=int, default=16, help="requests at batch 1 (default 16)")),
     (("--waves",), dict(type=int, default=1, help="at concurrency C > 1, at least C × waves requests (default 1)")),
+    (("--repeats",), dict(type=int, default=1, help="measure each method and level this many times, interleaved, "
+                                                  "and report the median with every repeat (default 1)")),
     (("--max-new-tokens",), dict(type=int, default=256, help="tokens per request (default 256)")),
     (("--concurrency",), dict(default="1,4,16,64", help="comma-separated levels (default 1,4,16,64)")),
     (("--methods",), dict(default="all", help="comma-separated, from: plain, dspark, dflash, hf-dynamic, "
@@ -75,7 +77,7 @@ def run_throughput(args: argparse.Namespace) -> int:
 
     settings = ThroughputSettings(_levels(args.concurrency), args.max_new_tokens, args.temperature, args.num_prompts,
                                   args.waves, args.warmup_tokens, args.threshold, args.method_budget, args.deadline,
-                                  args.seed)
+                                  args.seed, args.repeats)
     request = ThroughputRequest(args.target, args.smollm2, args.draft, args.dflash_draft, args.assistant,
                                 args.tokenizer, args.prompts, args.prompt_suite, settings,
                                 parse_names(args.methods, METHODS, "method"),
@@ -117,15 +119,19 @@ def print_throughput(result: Any) -> None:
     from rich.table import Table
 
     table = Table(title=f"throughput — {result.target} ({result.run.device}, engine {result.settings.get('engine')})")
-    columns = ("C", "method", "scheduler", "requests", "new tokens", "seconds", "tok/s", "speedup", "mean τ",
-               "speedup/τ", "lossless", "status")
+    repeated = any(r.repeats for r in result.throughput)  # --repeats: tok/s is the median, the spread beside it
+    columns = ("C", "method", "scheduler", "requests", "new tokens", "seconds", "tok/s",
+               *(("repeats: min – max tok/s",) if repeated else ()), "speedup", "mean τ", "speedup/τ", "lossless",
+               "status")
     for col in columns:
         table.add_column(col, justify="left" if col in ("method", "scheduler", "status") else "right")
     for r in result.throughput:
         fmt = lambda v, d=2: "–" if v is None else f"{v:.{d}f}"  # noqa: E731
         status = r.status if not r.note else f"{r.status}: {r.note}"
         table.add_row(str(r.concurrency), r.method, r.scheduler, str(r.requests), str(r.new_tokens),
-                      f"{r.seconds:.2f}", f"{r.tokens_per_second:.1f}", fmt(result.speedup(r)), fmt(r.mean_tau),
+                      f"{r.seconds:.2f}", f"{r.tokens_per_second:.1f}",
+                      *((f"{min(r.repeats):.1f} – {max(r.repeats):.1f} ({len(r.repeats)})" if r.repeats else "–",)
+                        if repeated else ()), fmt(result.speedup(r)), fmt(r.mean_tau),
                       fmt(result.speedup_per_tau(r)), "–" if r.lossless is None else ("yes" if r.lossless else "NO"),
                       status)
     Console(width=200).print(table)
