@@ -279,7 +279,8 @@ def stage_eval(work: Path, eval_file: Path, out: Path, max_new: int, per_suite: 
     names = sorted(p.name.removesuffix("-draft") for p in work.glob("*-draft") if (p / "config.json").is_file())
     drafts = {name: load_draft(work / f"{name}-draft", device=DEVICE) for name in names}  # all this --work trained
     rows = {}
-    confidence = {name: [] for name, draft in drafts.items() if draft.config.has_heads}  # the headed drafts' rounds, for their calibration
+    # the headed drafts' rounds, for their calibration
+    confidence = {name: [] for name, draft in drafts.items() if draft.config.has_heads}
     for suite, prompts in suites.items():
         began = time.perf_counter()
         conts = greedy_continuations(model, tok, prompts, max_new)

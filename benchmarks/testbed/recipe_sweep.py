@@ -133,8 +133,8 @@ def main() -> None:
         sampled = {"tau_t1": round(t1.mean_acceptance_length, 3),
                    "per_position_t1": [round(a, 3) for a in t1.per_position(r.block_size)]}
     print(json.dumps({"variant": args.name, "mode": args.mode, "markov_head": config.markov_head_type,
-                      "markov_first_slot": config.markov_first_slot, "layers": args.layers, "lr": args.lr, "init": args.init,
-                      "ce": recipe.ce_weight, "l1": recipe.l1_weight, "steps": args.steps, "seed": args.seed,
+                      "markov_first_slot": config.markov_first_slot, "layers": args.layers, "lr": args.lr,
+                      "init": args.init, "ce": recipe.ce_weight, "l1": recipe.l1_weight, "steps": args.steps, "seed": args.seed,
                       "train_s": round(time.time() - began), "heldout": args.heldout,
                       "tau": round(stats.mean_acceptance_length, 3),
                       "per_position": [round(a, 3) for a in stats.per_position(r.block_size)], **sampled}), flush=True)

@@ -207,7 +207,8 @@ def _median_row(rows: list[ThroughputRow]) -> ThroughputRow:
     agreements = [r.agreement for r in rows if r.agreement is not None]
     notes = [r.note for r in rows if r.lossless is False][:1]
     if len(ok) < len(rows):
-        notes.append(f"{len(rows) - len(ok)} more not counted ({', '.join(r.status for r in rows if r.status != 'ok')})")
+        cut = ", ".join(r.status for r in rows if r.status != "ok")
+        notes.append(f"{len(rows) - len(ok)} more not counted ({cut})")
     return replace(middle, repeats=tuple(r.tokens_per_second for r in ok),
                    lossless=all(verdicts) if verdicts else None, agreement=min(agreements) if agreements else None,
                    note="; ".join(notes))
