@@ -184,7 +184,7 @@ def run_matrix(methods: Sequence[Method], prompts: Sequence[Sequence[int]], sett
             measured: dict[int, list[ThroughputRow]] = {}
             for repeat in range(settings.repeats):
                 for method in group:
-                    row = _level_row(method, requests, concurrency, settings, suite, budget, sync, plain, repeat)
+                    row = _level_row(method, requests, concurrency, settings, suite, budget, sync, plain, repeat == 0)
                     measured.setdefault(methods.index(method), []).append(row)
                     if progress is not None:
                         progress(row)
@@ -215,7 +215,7 @@ def _median_row(rows: list[ThroughputRow]) -> ThroughputRow:
 
 
 def _level_row(method: Method, requests: list[list[int]], concurrency: int, settings: ThroughputSettings, suite: str,
-               budget: _Budget, sync: Callable[[], None], plain: dict[int, list[Output]], repeat: int = 0
+               budget: _Budget, sync: Callable[[], None], plain: dict[int, list[Output]], warm_up: bool = True
                ) -> ThroughputRow:
     row = dict(suite=suite, method=method.name, concurrency=concurrency, temperature=settings.temperature,
                scheduler=method.scheduler, new_tokens=0, seconds=0.0)
@@ -225,17 +225,17 @@ def _level_row(method: Method, requests: list[list[int]], concurrency: int, sett
         return ThroughputRow(**row, status="n/a", note="batch 1 only")
     if budget.deadline is not None and budget.clock() >= budget.deadline:
         return ThroughputRow(**row, status="skipped", note="the run's deadline was reached")
-    done, outputs = _row(method, requests, concurrency, settings, budget, sync, row, plain.get(concurrency), repeat)
+    done, outputs = _row(method, requests, concurrency, settings, budget, sync, row, plain.get(concurrency), warm_up)
     if method.key == (PLAIN, "none") and done.status in ("ok", "timeout") and concurrency not in plain:
         plain[concurrency] = outputs
     return done
 
 
 def _row(method: Method, requests: list[list[int]], concurrency: int, settings: ThroughputSettings, budget: _Budget,
-         sync: Callable[[], None], row: dict, plain: list[Output] | None, repeat: int = 0
+         sync: Callable[[], None], row: dict, plain: list[Output] | None, warm_up: bool = True
          ) -> tuple[ThroughputRow, list[Output]]:
     try:
-        outputs, seconds, cut = _measure(method, requests, concurrency, settings, budget, sync, repeat == 0)
+        outputs, seconds, cut = _measure(method, requests, concurrency, settings, budget, sync, warm_up)
     except Exception as err:  # noqa: BLE001 — a failing method is a result, not the end of the run
         return ThroughputRow(**row, status="error", note=f"{type(err).__name__}: {err}"[:500]), []
     taus = [t for o in outputs for t in o.taus]
