@@ -52,6 +52,9 @@ def test_one_row_per_temperature_and_suite_with_consistent_shapes(tiny_pair):
         assert 1.0 <= r.mean_tau <= BLOCK + 1
         # τ − 1 summed over draft rounds equals the drafts accepted: the pooled numbers agree with each other
         assert sum((tau + 1) * n for tau, n in enumerate(r.histogram)) == pytest.approx(r.mean_tau * r.rounds)
+        # one record per prompt, in suite order, adding up to the pooled rounds (checked again by the row itself)
+        assert [i for i, _, _ in r.per_prompt] == [p.id for p in PROMPTS[r.suite]]
+        assert sum(n for _, n, _ in r.per_prompt) == r.rounds
 
 
 def test_greedy_row_matches_the_engines_own_statistics(tiny_pair):
@@ -104,6 +107,7 @@ def test_batched_greedy_rows_have_the_same_rounds_as_one_prompt_at_a_time(tiny_p
     assert [r.suite for r in batched] == ["alpha", "beta"] and sorted(calls) == ["alpha", "alpha", "beta"]
     for a, b in zip(one, batched):
         assert sorted(a.rounds_table) == sorted(b.rounds_table) and a.rounds > 0
+        assert a.per_prompt == b.per_prompt  # the batch engine's results come back in prompt order
         assert (a.prompts, a.new_tokens, a.prompt_tokens) == (b.prompts, b.new_tokens, b.prompt_tokens)
         assert b.mean_tau == pytest.approx(a.mean_tau)
 

@@ -1,7 +1,8 @@
 """The acceptance run: speculative generation over encoded prompt suites, at each temperature, into result rows.
 
 For every (temperature, suite) it generates each prompt with the lossless engine and pools the per-round acceptance
-into one `AcceptanceRow` (mean τ, per-position conditional acceptance, τ histogram). Prompts whose length plus
+into one `AcceptanceRow` (mean τ, per-position conditional acceptance, τ histogram, each prompt's draft rounds and
+accepted drafts). Prompts whose length plus
 max_new_tokens do not fit the model's positions are skipped and counted. `batch` 1 runs the prompts one at a time
 through the batch-1 engine (the suite's prompt i samples with seed + i); `batch` N > 1 decodes up to N at a time
 through a `BatchEngine` built per suite (static caches for N rows × the suite's longest prompt + output, fewer rows
@@ -76,9 +77,20 @@ def run_acceptance(target: Any, draft: Any, prompts: Mapping[str, Sequence[Encod
             for _ in range(skipped):
                 tick()
             config = partial(_config, settings, temperature, tuple(eos_token_ids))
-            stats, seconds = run(fits[suite], config, tick)
-            rows.append(AcceptanceRow.from_stats(suite, temperature, gamma, stats, len(fits[suite]), skipped, seconds))
+            each, seconds = run(fits[suite], config, tick)
+            stats = GenerationStats((), ())
+            for one in each:
+                stats = stats.merge(one)
+            per_prompt = tuple((encoded[i].id, *_drafted(one)) for (i, _), one in zip(fits[suite], each))
+            rows.append(AcceptanceRow.from_stats(suite, temperature, gamma, stats, len(fits[suite]), skipped, seconds,
+                                                 per_prompt))
     return tuple(rows)
+
+
+def _drafted(stats: GenerationStats) -> tuple[int, int]:
+    """(draft rounds, drafts accepted) of one generation; rounds that proposed nothing are left out, as in the row."""
+    rounds = [a for p, a in zip(stats.proposed_counts, stats.accepted_counts) if p > 0]
+    return len(rounds), sum(rounds)
 
 
 def _config(settings: AcceptanceSettings, temperature: float, eos_token_ids: tuple[int, ...], seed_offset: int) -> Any:
@@ -90,8 +102,10 @@ def _config(settings: AcceptanceSettings, temperature: float, eos_token_ids: tup
                             block_size=settings.block_size, confidence_threshold=settings.confidence_threshold)
 
 
-# ((index in the suite, token ids) pairs, config by seed offset, called after each prompt) -> (pooled rounds, seconds)
-Run = Callable[[list[tuple[int, list[int]]], Callable[[int], Any], Callable[[], None]], tuple[GenerationStats, float]]
+# ((index in the suite, token ids) pairs, config by seed offset, called after each prompt)
+#   -> (each prompt's rounds in the order given, seconds)
+Run = Callable[[list[tuple[int, list[int]]], Callable[[int], Any], Callable[[], None]],
+               tuple[list[GenerationStats], float]]
 
 
 def _one_at_a_time(target: Any, draft: Any) -> Run:
@@ -99,12 +113,13 @@ def _one_at_a_time(target: Any, draft: Any) -> Run:
     from dspark.engine.generate import generate
 
     def run(prompts, config, done):
-        stats, seconds = GenerationStats((), ()), 0.0
+        each, seconds = [], 0.0
         for index, prompt in prompts:
             result = generate(target, draft, prompt, config(index))
-            stats, seconds = stats.merge(result.stats), seconds + result.seconds
+            each.append(result.stats)
+            seconds += result.seconds
             done()
-        return stats, seconds
+        return each, seconds
 
     return run
 
@@ -121,17 +136,14 @@ def _batched(target: Any, draft: Any, settings: AcceptanceSettings) -> Run:
 
     def run(prompts, config, done):
         if not prompts:
-            return GenerationStats((), ()), 0.0
+            return [], 0.0
         ids = [p for _, p in prompts]
         _free_cuda_cache()  # the last suite's caches
         engine = engine_for(target, draft, ids, settings.max_new_tokens, settings.batch, max_positions=BATCH_POSITIONS)
         began = time.perf_counter()
         results = engine.generate(ids, config(0), on_finish=lambda _: done())
         seconds = time.perf_counter() - began
-        stats = GenerationStats((), ())
-        for result in results:
-            stats = stats.merge(result.stats)
-        return stats, seconds
+        return [result.stats for result in results], seconds  # results come in prompt order
 
     return run
 

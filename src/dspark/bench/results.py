@@ -3,7 +3,8 @@
 One `BenchResult` per run: who/where/when (`RunInfo`), what was measured (target, draft, settings, suites) and rows:
 `AcceptanceRow`s (τ per suite and temperature) and `ThroughputRow`s (tokens/s per method and concurrency; a
 speedup is computed against the baseline method measured in the same run). An acceptance row stores the exact
-(proposed, accepted) → rounds table, so every statistic is recomputed from it, never trusted from the file.
+(proposed, accepted) → rounds table, so every statistic is recomputed from it, never trusted from the file, and each
+prompt's draft rounds and accepted drafts (for confidence intervals over prompts, `compare.py`).
 """
 from __future__ import annotations
 
@@ -44,7 +45,9 @@ class SuiteRecord:
 
 @dataclass(frozen=True)
 class AcceptanceRow:
-    """Acceptance of one suite at one temperature. `rounds_table` = sorted (proposed, accepted, rounds) triples."""
+    """Acceptance of one suite at one temperature. `rounds_table` = sorted (proposed, accepted, rounds) triples;
+    `per_prompt` = (prompt id, draft rounds, drafts accepted) per prompt, adding up to the table's draft rounds (empty
+    in files written before it existed)."""
 
     suite: str
     temperature: float
@@ -55,6 +58,7 @@ class AcceptanceRow:
     new_tokens: int
     prompt_tokens: int
     seconds: float
+    per_prompt: tuple[tuple[str, int, int], ...] = ()
 
     def __post_init__(self) -> None:
         table = tuple(sorted((int(p), int(a), int(n)) for p, a, n in self.rounds_table))
@@ -64,15 +68,26 @@ class AcceptanceRow:
                                  f"{accepted}, rounds {rounds}) for {self.drafts_per_round} drafts per round")
         object.__setattr__(self, "rounds_table", table)
         object.__setattr__(self, "temperature", float(self.temperature))
+        per_prompt = tuple((str(i), int(r), int(a)) for i, r, a in self.per_prompt)
+        object.__setattr__(self, "per_prompt", per_prompt)
+        if per_prompt:
+            drafted = [(a, n) for p, a, n in table if p > 0]
+            totals = (sum(r for _, r, _ in per_prompt), sum(a for _, _, a in per_prompt))
+            if totals != (sum(n for _, n in drafted), sum(a * n for a, n in drafted)) or \
+                    len({i for i, _, _ in per_prompt}) != len(per_prompt):
+                raise BenchError(f"acceptance row {self.suite!r}: the per-prompt records ({totals[0]} rounds, "
+                                 f"{totals[1]} accepted) do not add up to the round table, or repeat a prompt id")
 
     @classmethod
     def from_stats(cls, suite: str, temperature: float, drafts_per_round: int, stats: GenerationStats,
-                   prompts: int, skipped: int, seconds: float) -> "AcceptanceRow":
+                   prompts: int, skipped: int, seconds: float,
+                   per_prompt: tuple[tuple[str, int, int], ...] = ()) -> "AcceptanceRow":
         counts: dict[tuple[int, int], int] = {}
         for proposed, accepted in zip(stats.proposed_counts, stats.accepted_counts):
             counts[(proposed, accepted)] = counts.get((proposed, accepted), 0) + 1
         return cls(suite, temperature, drafts_per_round, prompts, skipped,
-                   tuple((p, a, n) for (p, a), n in counts.items()), stats.new_tokens, stats.prompt_tokens, seconds)
+                   tuple((p, a, n) for (p, a), n in counts.items()), stats.new_tokens, stats.prompt_tokens, seconds,
+                   per_prompt)
 
     def stats(self) -> GenerationStats:
         """The draft rounds (those that proposed at least one token) as engine statistics.
@@ -126,10 +141,18 @@ class AcceptanceRow:
         counts: dict[tuple[int, int], int] = {}
         for p, a, n in self.rounds_table + other.rounds_table:
             counts[(p, a)] = counts.get((p, a), 0) + n
+        both = self._qualified(suite) + other._qualified(suite)  # empty unless both rows have them
         return AcceptanceRow(suite, self.temperature, max(self.drafts_per_round, other.drafts_per_round),
                              self.prompts + other.prompts, self.skipped + other.skipped,
                              tuple((p, a, n) for (p, a), n in counts.items()), self.new_tokens + other.new_tokens,
-                             self.prompt_tokens + other.prompt_tokens, self.seconds + other.seconds)
+                             self.prompt_tokens + other.prompt_tokens, self.seconds + other.seconds,
+                             both if self.per_prompt and other.per_prompt else ())
+
+    def _qualified(self, pooled_suite: str) -> tuple[tuple[str, int, int], ...]:
+        """The per-prompt records with ids as 'suite/id' (kept as they are in a row already pooled under that name)."""
+        if self.suite == pooled_suite:
+            return self.per_prompt
+        return tuple((f"{self.suite}/{i}", r, a) for i, r, a in self.per_prompt)
 
     def summary(self) -> dict[str, Any]:
         """The derived numbers, for JSON readers (recomputed from `rounds_table` on load)."""
@@ -213,7 +236,8 @@ class BenchResult:
         return {
             "schema": SCHEMA, "kind": self.kind, "run": asdict(self.run), "target": self.target, "draft": self.draft,
             "settings": dict(self.settings), "suites": [asdict(s) for s in self.suites],
-            "acceptance": [{**asdict(r), "rounds_table": [list(t) for t in r.rounds_table], **r.summary()}
+            "acceptance": [{**asdict(r), "rounds_table": [list(t) for t in r.rounds_table],
+                            "per_prompt": [list(t) for t in r.per_prompt], **r.summary()}
                            for r in self.acceptance],
             "throughput": [{**asdict(r), "tokens_per_second": r.tokens_per_second, "speedup": self.speedup(r),
                             "speedup_per_tau": self.speedup_per_tau(r)} for r in self.throughput],
@@ -236,7 +260,8 @@ def result_from_dict(raw: Any, where: str = "result") -> BenchResult:
         found = raw.get("schema") if isinstance(raw, dict) else None
         raise BenchError(f"{where} is not a dspark bench result (schema {found!r}, expected {SCHEMA!r}); "
                          f"make one with `dspark bench acceptance --out FILE`")
-    acceptance = tuple(_build(AcceptanceRow, {**r, "rounds_table": tuple(map(tuple, r.get("rounds_table", ())))}
+    acceptance = tuple(_build(AcceptanceRow, {**r, "rounds_table": tuple(map(tuple, r.get("rounds_table", ()))),
+                                              "per_prompt": tuple(map(tuple, r.get("per_prompt", ())))}
                               if isinstance(r, dict) else r, f"{where}: acceptance[{i}]")
                        for i, r in enumerate(raw.get("acceptance", [])))
     return BenchResult(

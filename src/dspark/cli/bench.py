@@ -1,4 +1,4 @@
-"""`dspark bench suites|acceptance|throughput|report`: parse arguments, call `dspark.bench`, print tables and one JSON
+"""`dspark bench suites|acceptance|throughput|report|compare`: parse arguments, call `dspark.bench`, print tables and one JSON
 line (`throughput` lives in cli/bench_throughput.py).
 
 No measurement or statistics live here. Bad input (any `ValueError`, e.g. `BenchError`, a missing data package, a
@@ -55,7 +55,7 @@ ACCEPTANCE_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
 def register(parser: argparse.ArgumentParser) -> None:
     from dspark.cli import bench_throughput
 
-    sub = parser.add_subparsers(dest="bench_command", metavar="{suites,acceptance,throughput,report}")
+    sub = parser.add_subparsers(dest="bench_command", metavar="{suites,acceptance,throughput,report,compare}")
     parser.set_defaults(bench_help=parser.format_help())
     s = sub.add_parser("suites", help="list the built-in prompt suites, their data packages and sizes")
     s.add_argument("--show", metavar="SUITES", help="print the first prompts of these suites (comma-separated)")
@@ -69,6 +69,17 @@ def register(parser: argparse.ArgumentParser) -> None:
     r = sub.add_parser("report", help="write report.md and PNG plots from result files")
     r.add_argument("results", nargs="+", metavar="RESULTS.json")
     r.add_argument("--out", required=True, metavar="DIR", help="folder for report.md and the plots")
+    c = sub.add_parser("compare", help="draft A against draft B from two acceptance results: τ of each, their "
+                                       "ratio, bootstrap intervals over the prompts both measured")
+    c.add_argument("a", metavar="A.json", help="acceptance result of draft A (the one whose gain is asked)")
+    c.add_argument("b", metavar="B.json", help="acceptance result of draft B (the baseline), same --seed and "
+                                               "--max-new-tokens")
+    c.add_argument("--suite", help="only these suites (comma-separated)")
+    c.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples of the prompts (default 10000)")
+    c.add_argument("--level", type=float, default=0.95, help="interval coverage (default 0.95)")
+    c.add_argument("--threshold", type=float, metavar="RATIO",
+                   help="also report the share of resamples whose ratio is at least RATIO (e.g. 1.15)")
+    c.add_argument("--seed", type=int, default=0, help="resampling seed (default 0)")
 
 
 def command_line(subcommand: str, options_table: tuple[tuple[tuple[str, ...], dict[str, Any]], ...],
@@ -233,11 +244,39 @@ def _run_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_compare(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from dspark.bench.compare import compare_results
+    from dspark.bench.results import load_result
+
+    a, b = load_result(args.a), load_result(args.b)
+    suites = [s.strip() for s in args.suite.split(",") if s.strip()] if args.suite else []
+    rows = compare_results(a, b, args.resamples, args.level, args.seed, args.threshold, suites)
+    pct = f"{args.level:.0%}"
+    table = Table(title=f"A = {a.draft}\nB = {b.draft}\n({pct} bootstrap intervals over prompts, "
+                        f"{args.resamples} resamples)")
+    columns = ["suite", "T", "prompts", "τ A", "τ B", "A / B", f"{pct} interval"] + (
+        [f"P(≥ {args.threshold:g})"] if args.threshold is not None else [])
+    for col in columns:
+        table.add_column(col, justify="left" if col == "suite" else "right", no_wrap=True)
+    for r in rows:  # each τ's own interval is in the JSON line
+        table.add_row(r.suite, f"{r.temperature:g}", str(r.prompts), f"{r.tau_a.value:.3f}", f"{r.tau_b.value:.3f}",
+                      f"{r.ratio.value:.3f}", f"{r.ratio.low:.3f}–{r.ratio.high:.3f}",
+                      *([f"{r.above:.2f}"] if r.above is not None else []))
+    Console().print(table)
+    print(json.dumps({"a": args.a, "b": args.b, "rows": [asdict(r) for r in rows]}))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from dspark.cli.bench_throughput import run_throughput
 
     commands = {"suites": _run_suites, "acceptance": _run_acceptance, "throughput": run_throughput,
-                "report": _run_report}
+                "report": _run_report, "compare": _run_compare}
     if args.bench_command not in commands:
         print(args.bench_help, file=sys.stderr)
         return 2
