@@ -1,10 +1,10 @@
 """Plot the SmolLM2 draft's training runs: analytic τ on the training blocks against sequences seen (run 5 continues
 run 4's B, run 8 continues run 5, run 9 run 8, run 10 run 9 grown to 5 layers and run 11 run 10, so their curves start
 where the earlier run ends), and held-out τ per suite for runs 3, 4 (B), 5, 8, 9, 10 and 11 (`runs.png`); and
-the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4, 6 and 12-15 (runs 12-15:
-the DSpark heads on the DFlash block layout, "unanchored"; run 15: 5 layers), and the conditional acceptance per
-drafted position of run 6's DSpark draft, the unanchored drafts of runs 12-15 and the twins of runs 12 and 15
-(`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
+the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4, 6 and 12-17 (runs 12-17:
+the DSpark heads on the DFlash block layout, "unanchored"; run 15: 5 layers; run 17: the gated head, and the anchored
+layout again, both set against run 16's twin), and the conditional acceptance per drafted position of the drafts of
+runs 15-17 and the twins of runs 12 and 15 (`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
 
     python benchmarks/smollm2/plot_runs.py
 """
@@ -47,6 +47,9 @@ TWINS = {  # same-budget pairs: (DSpark summary, its mode, DFlash-mode summary),
                                                   "run15/cpu-eval-summary.json"),
     "run 16 unanchored (no Markov bias at slot 1)": ("run16/eval-summary.json", "unanchored",
                                                      "run16/eval-summary.json"),
+    "run 17 unanchored, gated head (no slot-1 bias; run 16's twin)": ("run17/eval-summary.json", "unanchored-gated",
+                                                                      "run16/eval-summary.json"),
+    "run 17 anchored (no slot-1 bias; run 16's twin)": ("run17/eval-summary.json", "dspark", "run16/eval-summary.json"),
 }
 
 
@@ -57,18 +60,18 @@ def _taus(name: str, mode: str) -> dict[str, float]:
 
 def plot_twins() -> None:
     fig, (ratio, position) = plt.subplots(1, 2, figsize=(12, 4.2))
-    suites, width = None, 0.09
+    suites, width = None, 0.8 / len(TWINS)
     for k, (label, (dspark, mode, dflash)) in enumerate(TWINS.items()):
         a, b = _taus(dspark, mode), _taus(dflash, "dflash")
         suites = suites or list(a)
         ratio.bar([i + (k - (len(TWINS) - 1) / 2) * width for i in range(len(suites))],
-                  [a[s] / b[s] for s in suites], width, label=label)
+                  [a[s] / b[s] for s in suites], width, label=label, color=plt.cm.tab20(k))
     ratio.axhline(1.15, color="k", ls="--", lw=1, label="goal 1.15×")
     ratio.axhline(1.0, color="grey", lw=0.8)
     ratio.set_xticks(range(len(suites)), suites)
-    ratio.set_ylim(0.8, 1.6)  # room for the legend above the bars
-    drafts = (("run12/eval-summary.json", "unanchored", "C4"), ("run14/eval-summary.json", "unanchored", "C6"),
-              ("run16/eval-summary.json", "unanchored", "C9"),
+    ratio.set_ylim(0.8, 1.8)  # room for the legend above the bars
+    drafts = (("run16/eval-summary.json", "unanchored", "C9"), ("run17/eval-summary.json", "unanchored-gated", "C3"),
+              ("run17/eval-summary.json", "dspark", "C5"),
               ("run15/cpu-eval-summary.json", "unanchored", "C7"), ("run12/eval-summary.json", "dflash", "C1"),
               ("run15/cpu-eval-summary.json", "dflash", "C8"))
     for summary, mode, color in drafts:

@@ -34,6 +34,8 @@ def test_acceptance_writes_results_prints_a_table_and_ends_with_json(acceptance_
     by_key = {(r["suite"], r["temperature"]): r for r in last["rows"]}
     assert set(by_key) == {(s, t) for s in ("math", "mine", "all") for t in (0.0, 1.0)}
     assert by_key[("mine", 0.0)]["prompts"] == 1 and by_key[("all", 1.0)]["prompts"] == 2  # --limit is per suite
+    low, high = by_key[("all", 0.0)]["tau_95"]  # the bootstrap interval over the two prompts holds the mean
+    assert low <= by_key[("all", 0.0)]["mean_tau"] <= high
 
     result = load_result(out)
     assert result.run.command.startswith("dspark bench acceptance --target ")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from dspark.bench.compare import compare_results, compare_rows
+from dspark.bench.compare import compare_results, compare_rows, tau_interval
 from dspark.bench.errors import BenchError
 from dspark.bench.results import AcceptanceRow, BenchResult, RunInfo, save_result
 from dspark.cli import main
@@ -45,6 +45,12 @@ def test_identical_drafts_give_a_ratio_of_exactly_one_and_the_threshold_share():
     assert (c.ratio.value, c.ratio.low, c.ratio.high, c.above) == (1.0, 1.0, 1.0, 1.0)
     assert c.tau_a.low < c.tau_a.value < c.tau_a.high  # twelve different prompts: a real interval
     assert compare_rows(a, a, resamples=500, threshold=1.01).above == 0.0
+
+
+def test_one_rows_tau_interval_spans_its_prompts_and_needs_per_prompt_records():
+    two = tau_interval(row([("p1", 10, 20), ("p2", 10, 0)]), resamples=4000, seed=2)  # τ 3 and 1 per prompt
+    assert (two.value, two.low, two.high) == (2.0, 1.0, 3.0)
+    assert tau_interval(AcceptanceRow("code", 0.0, 4, 1, 0, ((4, 1, 3),), 9, 9, 1.0)) is None
 
 
 def test_only_prompts_both_runs_measured_are_paired():

@@ -3,8 +3,8 @@
 Two runs with the same suites, --seed and --max-new-tokens (any --limit: the selections are nested) measure two
 drafts on the same prompts, and at T = 0 on the same target tokens (decoding is lossless). Resampling prompts with
 replacement — a prompt's draft rounds and accepted drafts together, the same prompts for both drafts — gives a
-percentile interval for each τ and for the ratio τ_A / τ_B; τ over a resample is pooled the way a row's is (accepted +
-rounds over rounds). Only prompts present in both rows are paired; with several suites at a temperature an 'all' row
+percentile interval for each τ and for the ratio τ_A / τ_B; τ over a resample is pooled the way a row's is
+(accepted + rounds over rounds). Only prompts present in both rows are paired; with several suites at a temperature an 'all' row
 pools them (each prompt keeps its suite). It reads results; it runs and prints nothing.
 """
 from __future__ import annotations
@@ -44,6 +44,15 @@ class Comparison:
     threshold: float | None = None
 
 
+def tau_interval(row: AcceptanceRow, resamples: int = 2_000, level: float = 0.95, seed: int = 0) -> Interval | None:
+    """τ of one row with its `level` percentile bootstrap interval over prompts (None without per-prompt records or
+    draft rounds)."""
+    counts = np.array([(r, a) for _, r, a in row.per_prompt], dtype=np.float64).reshape(-1, 2)  # [P, 2]
+    if not len(counts) or counts[:, 0].sum() == 0:
+        return None
+    return _interval(row.mean_tau, _draws(counts, resamples, seed)[:, 0], level)
+
+
 def compare_rows(a: AcceptanceRow, b: AcceptanceRow, resamples: int = 10_000, level: float = 0.95, seed: int = 0,
                  threshold: float | None = None) -> Comparison:
     """τ of each row and their ratio on the prompts both measured, with `level` percentile bootstrap intervals."""
@@ -61,26 +70,31 @@ def compare_rows(a: AcceptanceRow, b: AcceptanceRow, resamples: int = 10_000, le
         raise BenchError(f"suite {a.suite!r} (T={a.temperature:g}): the two runs share no prompt; run both with the "
                          f"same --suite and --seed")
     counts = np.array(paired, dtype=np.float64)  # [P, 4]: rounds A, accepted A, rounds B, accepted B
-    picks = np.random.default_rng(seed).integers(0, len(counts), size=(resamples, len(counts)))  # [R, P]
-    sums = counts[picks].sum(axis=1)  # [R, 4]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        tau_a = (sums[:, 0] + sums[:, 1]) / sums[:, 0]  # [R]
-        tau_b = (sums[:, 2] + sums[:, 3]) / sums[:, 2]  # [R]
     total = counts.sum(axis=0)  # [4]
     if total[0] == 0 or total[2] == 0:
         raise BenchError(f"suite {a.suite!r} (T={a.temperature:g}): a draft made no draft round on the paired "
                          f"prompts; there is no τ to compare")
     value_a, value_b = (total[0] + total[1]) / total[0], (total[2] + total[3]) / total[2]
-    ratio = tau_a / tau_b  # [R]
-    tail = (1 - level) / 2 * 100
+    taus = _draws(counts, resamples, seed)  # [R, 2]
+    ratio = taus[:, 0] / taus[:, 1]  # [R]
     above = None if threshold is None else float(np.mean(ratio[np.isfinite(ratio)] >= threshold))
+    return Comparison(a.suite, a.temperature, len(paired), _interval(value_a, taus[:, 0], level),
+                      _interval(value_b, taus[:, 1], level), _interval(value_a / value_b, ratio, level), resamples,
+                      level, above, threshold)
 
-    def interval(value: float, draws: np.ndarray) -> Interval:
-        low, high = np.nanpercentile(np.where(np.isfinite(draws), draws, np.nan), [tail, 100 - tail])
-        return Interval(float(value), float(low), float(high))
 
-    return Comparison(a.suite, a.temperature, len(paired), interval(value_a, tau_a), interval(value_b, tau_b),
-                      interval(value_a / value_b, ratio), resamples, level, above, threshold)
+def _draws(counts: np.ndarray, resamples: int, seed: int) -> np.ndarray:
+    """τ of each draft over `resamples` resamples of the prompts: counts [P, 2m] hold (rounds, accepted) per draft."""
+    picks = np.random.default_rng(seed).integers(0, len(counts), size=(resamples, len(counts)))  # [R, P]
+    sums = counts[picks].sum(axis=1)  # [R, 2m]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (sums[:, 0::2] + sums[:, 1::2]) / sums[:, 0::2]  # [R, m]; inf / nan where a resample has no round
+
+
+def _interval(value: float, draws: np.ndarray, level: float) -> Interval:
+    tail = (1 - level) / 2 * 100
+    low, high = np.nanpercentile(np.where(np.isfinite(draws), draws, np.nan), [tail, 100 - tail])
+    return Interval(float(value), float(low), float(high))
 
 
 def compare_results(a: BenchResult, b: BenchResult, resamples: int = 10_000, level: float = 0.95, seed: int = 0,

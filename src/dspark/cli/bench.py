@@ -1,5 +1,5 @@
-"""`dspark bench suites|acceptance|throughput|report|compare`: parse arguments, call `dspark.bench`, print tables and one JSON
-line (`throughput` lives in cli/bench_throughput.py).
+"""`dspark bench suites|acceptance|throughput|report|compare`: parse arguments, call `dspark.bench`, print tables and
+one JSON line (`throughput` lives in cli/bench_throughput.py).
 
 No measurement or statistics live here. Bad input (any `ValueError`, e.g. `BenchError`, a missing data package, a
 draft that does not fit the target) prints one line and exits 2.
@@ -146,6 +146,7 @@ class _Bar:
 def _run_acceptance(args: argparse.Namespace) -> int:
     from dspark.bench.acceptance import AcceptanceSettings, pooled
     from dspark.bench.acceptance_job import AcceptanceRequest, run_acceptance_job
+    from dspark.bench.compare import tau_interval
     from dspark.bench.errors import BenchError
     from dspark.bench.results import save_result
     from dspark.bench.suites import suite_names
@@ -168,24 +169,29 @@ def _run_acceptance(args: argparse.Namespace) -> int:
     out = args.out or f"bench-results/acceptance-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}.json"
     path = save_result(result, out)
     rows = [*result.acceptance, *(pooled(result.acceptance) if len(result.acceptance) > 1 else ())]
-    _print_acceptance(result, rows)
+    intervals = [tau_interval(r) for r in rows]
+    _print_acceptance(result, rows, intervals)
     print(json.dumps({"results": str(path), "device": result.run.device, "commit": result.run.commit,
                       "rows": [{"suite": r.suite, "temperature": r.temperature, "prompts": r.prompts,
                                 "skipped": r.skipped, "rounds": r.rounds, "mean_tau": round(r.mean_tau, 4),
-                                "acceptance_rate": round(r.acceptance_rate, 4)} for r in rows]}))
+                                "tau_95": None if i is None else [round(i.low, 4), round(i.high, 4)],
+                                "acceptance_rate": round(r.acceptance_rate, 4)} for r, i in zip(rows, intervals)]}))
     return 0
 
 
-def _print_acceptance(result: Any, rows: list) -> None:
+def _print_acceptance(result: Any, rows: list, intervals: list) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"acceptance — {result.draft} on {result.target} ({result.run.device})")
-    for col in ("suite", "T", "prompts", "skipped", "rounds", "mean τ", "acc. rate", "per-position p1…pγ"):
+    for col in ("suite", "T", "prompts", "skipped", "rounds", "mean τ", "95% (prompts)", "acc. rate",
+                "per-position p1…pγ"):
         table.add_column(col, justify="left" if col in ("suite", "per-position p1…pγ") else "right")
-    for r in sorted(rows, key=lambda r: (r.temperature, r.suite == "all")):
+    for r, i in sorted(zip(rows, intervals), key=lambda ri: (ri[0].temperature, ri[0].suite == "all")):
         table.add_row(r.suite, f"{r.temperature:g}", str(r.prompts), str(r.skipped), str(r.rounds),
-                      f"{r.mean_tau:.3f}", f"{r.acceptance_rate:.3f}", " ".join("–" if p is None else f"{p:.2f}" for p in r.reached_per_position),
+                      f"{r.mean_tau:.3f}", "–" if i is None else f"{i.low:.2f}–{i.high:.2f}",
+                      f"{r.acceptance_rate:.3f}",
+                      " ".join("–" if p is None else f"{p:.2f}" for p in r.reached_per_position),
                       end_section=r.suite == "all")
     Console().print(table)
     if any(r.skipped for r in rows):
