@@ -4,8 +4,8 @@ Two runs with the same suites, --seed and --max-new-tokens (any --limit: the sel
 drafts on the same prompts, and at T = 0 on the same target tokens (decoding is lossless). Resampling prompts with
 replacement — a prompt's draft rounds and accepted drafts together, the same prompts for both drafts — gives a
 percentile interval for each τ and for the ratio τ_A / τ_B; τ over a resample is pooled the way a row's is
-(accepted + rounds over rounds). Only prompts present in both rows are paired; with several suites at a temperature an 'all' row
-pools them (each prompt keeps its suite). It reads results; it runs and prints nothing.
+(accepted + rounds over rounds). Only prompts present in both rows are paired; with several suites at a temperature
+an 'all' row pools them (each prompt keeps its suite). It reads results; it runs and prints nothing.
 """
 from __future__ import annotations
 
