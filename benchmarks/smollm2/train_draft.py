@@ -42,6 +42,8 @@ sys.path.insert(0, str(ROOT / "src"))
 
 from dspark import Target  # noqa: E402
 from dspark.bench.replay import replay_greedy  # noqa: E402
+from dspark.bench.results import AcceptanceRow, BenchResult, save_result  # noqa: E402
+from dspark.bench.runinfo import collect_run_info  # noqa: E402
 from dspark.config import TrainConfig  # noqa: E402
 from dspark.engine.stats import GenerationStats  # noqa: E402
 from dspark.formats.native import load_draft, save_draft, write_json  # noqa: E402
@@ -270,30 +272,44 @@ def mfu_estimate(model, draft, batch: int, anchors: int, step_s: float, peak: fl
 
 
 def stage_eval(work: Path, eval_file: Path, out: Path, max_new: int, per_suite: int) -> dict:
+    """Held-out greedy τ of every draft in --work by replay, per suite; also out/eval-<draft>.json, a `dspark bench`
+    result with each prompt's rounds (`dspark bench compare` puts intervals on a pair; its τ leaves out the rounds that
+    proposed nothing, which the summary's τ counts)."""
     model, tok = load_target(work, torch.float32)
     records = [json.loads(line) for line in eval_file.read_text().splitlines() if line.strip()]
-    suites: dict[str, list[list[int]]] = {}
+    suites: dict[str, list[tuple[str, list[int]]]] = {}
     for r in records:
         if len(suites.setdefault(r["suite"], [])) < per_suite:
-            suites[r["suite"]].append(render_prompt(load_prompts_record(r), tok))
+            suites[r["suite"]].append((str(r["id"]), render_prompt(load_prompts_record(r), tok)))
     names = sorted(p.name.removesuffix("-draft") for p in work.glob("*-draft") if (p / "config.json").is_file())
     drafts = {name: load_draft(work / f"{name}-draft", device=DEVICE) for name in names}  # all this --work trained
-    rows = {}
+    rows, bench_rows = {}, {name: [] for name in drafts}
     # the headed drafts' rounds, for their calibration
     confidence = {name: [] for name, draft in drafts.items() if draft.config.has_heads}
-    for suite, prompts in suites.items():
+    for suite, named in suites.items():
         began = time.perf_counter()
+        prompts = [p for _, p in named]
         conts = greedy_continuations(model, tok, prompts, max_new)
         for mode, draft in drafts.items():
             target = Target(model, draft.config.target_layer_ids)
+            each = [replay_greedy(target, draft, prompt, cont, confidence=confidence.get(mode))
+                    for prompt, cont in zip(prompts, conts)]
             stats = GenerationStats((), ())
-            for prompt, cont in zip(prompts, conts):
-                stats = stats.merge(replay_greedy(target, draft, prompt, cont, confidence=confidence.get(mode)))
+            for one in each:
+                stats = stats.merge(one)
             rows[f"{suite}/{mode}"] = {"tau": stats.mean_acceptance_length, "rounds": stats.rounds,
                                        "prompts": len(prompts), "per_position": stats.per_position(7),
                                        "histogram": stats.histogram(8)}
+            bench_rows[mode].append(AcceptanceRow.from_stats(
+                suite, 0.0, draft.config.num_draft_tokens, stats, len(prompts), 0, time.perf_counter() - began,
+                tuple((i, *one.drafted()) for (i, _), one in zip(named, each))))
         log(f"eval {suite}: " + ", ".join(f"{m} τ {rows[f'{suite}/{m}']['tau']:.3f}" for m in drafts)
             + f" ({time.perf_counter() - began:.0f}s)")
+    for mode, acceptance in bench_rows.items():
+        save_result(BenchResult(collect_run_info(f"{' '.join(sys.argv)} (draft {mode})", DEVICE), str(work / "model"),
+                                str(work / f"{mode}-draft"), {"seed": 0, "max_new_tokens": max_new,
+                                                              "chat_template": True, "replay": True},
+                                acceptance=tuple(acceptance)), out / f"eval-{mode}.json")
     calibrations = {}
     for mode, rounds in confidence.items():  # STS on each headed draft's held-out rounds
         logits, accepted = full_block_rounds(rounds, drafts[mode].config.num_draft_tokens)

@@ -81,16 +81,10 @@ def run_acceptance(target: Any, draft: Any, prompts: Mapping[str, Sequence[Encod
             stats = GenerationStats((), ())
             for one in each:
                 stats = stats.merge(one)
-            per_prompt = tuple((encoded[i].id, *_drafted(one)) for (i, _), one in zip(fits[suite], each))
+            per_prompt = tuple((encoded[i].id, *one.drafted()) for (i, _), one in zip(fits[suite], each))
             rows.append(AcceptanceRow.from_stats(suite, temperature, gamma, stats, len(fits[suite]), skipped, seconds,
                                                  per_prompt))
     return tuple(rows)
-
-
-def _drafted(stats: GenerationStats) -> tuple[int, int]:
-    """(draft rounds, drafts accepted) of one generation; rounds that proposed nothing are left out, as in the row."""
-    rounds = [a for p, a in zip(stats.proposed_counts, stats.accepted_counts) if p > 0]
-    return len(rounds), sum(rounds)
 
 
 def _config(settings: AcceptanceSettings, temperature: float, eos_token_ids: tuple[int, ...], seed_offset: int) -> Any:

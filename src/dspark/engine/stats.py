@@ -75,6 +75,11 @@ class GenerationStats:
             counts[min(tau, top) - 1] += 1
         return tuple(counts)
 
+    def drafted(self) -> tuple[int, int]:
+        """(rounds that proposed at least one draft, drafts accepted in them): one prompt's record in a bench row."""
+        rounds = [a for p, a in zip(self.proposed_counts, self.accepted_counts) if p > 0]
+        return len(rounds), sum(rounds)
+
     def merge(self, other: "GenerationStats") -> "GenerationStats":
         return GenerationStats(self.accepted_counts + other.accepted_counts, self.proposed_counts + other.proposed_counts,
                                self.prompt_tokens + other.prompt_tokens, self.new_tokens + other.new_tokens)
