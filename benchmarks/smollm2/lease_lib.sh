@@ -47,6 +47,19 @@ unpack_data() {  # unpack_data <folder>: its regenerated-data parts (regen.jsonl
     fi
 }
 
+unpack_drafts() {  # unpack_drafts <folder>: each draft there, as t6 / f5 / snapshot ship them (<name>.part* beside
+    # <name>-config.json, <name>-calibration.json if any), into /root/stage/init-<name>/ for --init (EXTRA_k, INIT)
+    local config name
+    for config in "$1"/*-config.json; do
+        name=$(basename "$config" -config.json)
+        mkdir -p /root/stage/init-$name
+        cat "$1/$name".part* > /root/stage/init-$name/model.safetensors
+        cp "$config" /root/stage/init-$name/config.json
+        [ ! -f "$1/$name-calibration.json" ] || cp "$1/$name-calibration.json" /root/stage/init-$name/calibration.json
+        echo "/root/stage/init-$name: $(du -h /root/stage/init-$name/model.safetensors | cut -f1)"
+    done
+}
+
 unpack_prompts() {  # unpack_prompts <prompts.jsonl.gz|.xz>: into /root/stage/prompts.jsonl, to regenerate
     mkdir -p /root/stage
     $PY -c "import gzip, lzma, sys; p = sys.argv[1]

@@ -17,6 +17,10 @@
 #   bash benchmarks/smollm2/lease_twin.sh t3   # carry $DATA and the folder of $PROMPTS: regenerated data, prompts
 #                                              #   to regenerate (run 6: DATA=stage_f PROMPTS=stage_g/prompts30k.jsonl.gz;
 #                                              #   all of run 8's: DATA=none PROMPTS=stage_p/prompts.jsonl.xz)
+#   bash benchmarks/smollm2/lease_twin.sh ti   # carry $DRAFTS (default stage_j): drafts to go on from, each
+#                                              #   <name>.part* + <name>-config.json, into /root/stage/init-<name>
+#                                              #   (then EXTRA_k="--init /root/stage/init-<name>"; keep the flags
+#                                              #   that change a loaded draft, e.g. --no-markov-first-slot, in EXTRA)
 #   bash benchmarks/smollm2/lease_twin.sh t4   # carry stage_b stage_d: install, convert, regenerate the prompts
 #                                              #   (until REGEN_UNTIL s), pack; a probe sizes STEPS to TRAIN_S
 #                                              #   seconds; both drafts start
@@ -99,6 +103,8 @@ t3)  # DATA: packed regenerated data (run 6: stage_f; none: regenerate everythin
     mkdir -p /root/smol
     if [ "${DATA:-stage_f}" != none ]; then unpack_data "${DATA:-stage_f}"; fi
     if [ -n "${PROMPTS:-}" ]; then unpack_prompts "$PROMPTS"; fi ;;
+ti)
+    mkdir -p /root/stage && unpack_drafts "${DRAFTS:-stage_j}" ;;
 t4)
     install_convert
     if [ -f /root/stage/prompts.jsonl ]; then
@@ -130,5 +136,5 @@ t6)  # T1_LIMIT=40: then τ at T = 1 of each finished draft too (sampled_accepta
     tar -C /root -cf $OUT/meta.tar o
     pack_out ;;
 *)
-    echo "usage: $0 t1|t2|t3|t4|t5|t6" >&2; exit 2 ;;
+    echo "usage: $0 t1|t2|t3|ti|t4|t5|t6" >&2; exit 2 ;;
 esac
