@@ -4,6 +4,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dspark.bench.compare import compare_results, compare_rows, tau_interval
 from dspark.bench.errors import BenchError
@@ -108,3 +110,15 @@ def test_cli_compare_prints_intervals_and_ends_with_json(tmp_path, capsys):
     assert only["ratio"]["value"] == 1.25 and only["prompts"] == 2 and 0.5 < only["above"] < 1
     assert main(["bench", "compare", str(a), str(tmp_path / "missing.json")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 30), st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=12))
+def test_swapping_the_drafts_swaps_their_intervals_and_inverts_the_ratio(prompts):
+    # per prompt: rounds, and accepted drafts per round of draft A and of draft B (at most γ = 6 each)
+    a = row([(f"p{i}", r, r * x) for i, (r, x, _) in enumerate(prompts)], gamma=6)
+    b = row([(f"p{i}", r, r * y) for i, (r, _, y) in enumerate(prompts)], gamma=6)
+    ab, ba = compare_rows(a, b, resamples=200, seed=3), compare_rows(b, a, resamples=200, seed=3)
+    assert (ab.tau_a, ab.tau_b) == (ba.tau_b, ba.tau_a)  # the same resamples of the same prompts
+    assert ab.ratio.value * ba.ratio.value == pytest.approx(1.0)
+    assert 1.0 <= ab.tau_a.low <= ab.tau_a.high <= 7.0 and 1.0 <= ab.tau_a.value <= 7.0  # τ = accepted + 1 ≤ γ + 1
