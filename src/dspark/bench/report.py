@@ -1,7 +1,8 @@
 """`dspark bench report`: turn result files into report.md plus PNG plots in one folder.
 
-Tables: the runs (device, commit, command), acceptance per suite and temperature (with a pooled 'all' row), our τ
-beside the seed's and the paper's, and throughput with speedups (every row, then speedup by concurrency) when the
+Tables: the runs (device, commit, command), acceptance per suite and temperature (with a pooled 'all' row and a
+bootstrap interval over prompts), each later run's τ against the first's on the prompts both measured (`compare.py`),
+our τ beside the seed's and the paper's, and throughput with speedups (every row, then speedup by concurrency) when the
 results hold any. Plots come from
 `plots.py`; each is drawn only from data that exists. All numbers are recomputed from the stored round tables.
 """
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Sequence
 
 from dspark.bench.acceptance import pooled
+from dspark.bench.compare import compare_results, tau_interval
+from dspark.bench.errors import BenchError
 from dspark.files import write_text
 from dspark.bench.plots import (plot_per_position, plot_speedup_by_suite, plot_tau_histogram,
                                 plot_throughput_vs_concurrency)
@@ -68,19 +71,42 @@ def _acceptance_section(runs: Sequence[Run]) -> list[str]:
     if not rows_in:
         return ["## Acceptance", "", "No acceptance rows in these results.", ""]
     gamma = max(row.drafts_per_round for _, row in rows_in)
-    header = ("run", "suite", "T", "prompts", "skipped", "rounds", "mean τ", "acc. rate",
+    header = ("run", "suite", "T", "prompts", "skipped", "rounds", "mean τ", "τ 95 %", "acc. rate",
               *(f"p{k}" for k in range(1, gamma + 1)))
     rows = []
     for label, row in sorted(rows_in, key=lambda lr: (lr[0], lr[1].temperature, lr[1].suite == "all")):
         positions = [_fmt(v) for v in row.reached_per_position]
         positions += [""] * (gamma - row.drafts_per_round)
+        ci = tau_interval(row)
         rows.append((label, row.suite, f"{row.temperature:g}", row.prompts, row.skipped, row.rounds,
-                     _fmt(row.mean_tau), _fmt(row.acceptance_rate), *positions))
+                     _fmt(row.mean_tau), "–" if ci is None else f"{ci.low:.2f}–{ci.high:.2f}",
+                     _fmt(row.acceptance_rate), *positions))
     return ["## Acceptance", "",
             "τ = accepted + 1 per verify round, pooled over every round of the suite (rounds that proposed no draft, "
             "such as the last one when max_new_tokens leaves no room, are left out). Acceptance rate = accepted / "
-            "proposed. pk = P(draft k accepted | drafts 1 … k−1 accepted); – where no round got that far.", "",
+            "proposed. pk = P(draft k accepted | drafts 1 … k−1 accepted); – where no round got that far. τ 95 % = "
+            "percentile bootstrap interval over the prompts (– for files without per-prompt records).", "",
             *_table(header, rows), ""]
+
+
+def _paired_section(runs: Sequence[Run]) -> list[str]:
+    """Each later run with acceptance rows against the first one, on the prompts both measured."""
+    measured = [(label, r) for label, r in runs if r.acceptance]
+    if len(measured) < 2:
+        return []
+    (base_label, base), rows, notes = measured[0], [], []
+    for label, r in measured[1:]:
+        try:
+            for c in compare_results(r, base, resamples=2_000):
+                rows.append((label, c.suite, f"{c.temperature:g}", c.prompts, _fmt(c.tau_a.value, 3),
+                             _fmt(c.tau_b.value, 3), _fmt(c.ratio.value, 3), f"{c.ratio.low:.3f}–{c.ratio.high:.3f}"))
+        except BenchError as err:
+            notes.append(f"- `{label}` is not paired with `{base_label}`: {err}")
+    return ["## Paired against the first run", "", f"τ of each run over τ of `{base_label}` on the prompts both "
+            "measured (same suites, seed and output length; at T = 0 the same target tokens), with a 95 % "
+            "percentile bootstrap interval over those prompts (2,000 resamples; `dspark bench compare` for more).", "",
+            *(_table(("run", "suite", "T", "prompts", "τ run", f"τ {base_label}", "ratio", "95 %"), rows)
+              if rows else []), "", *notes, *([""] if notes else [])]
 
 
 def _reference_section(runs: Sequence[Run]) -> list[str]:
@@ -149,7 +175,8 @@ def render_markdown(runs: Sequence[Run], plots: Sequence[Path]) -> str:
     names = {p.name for p in plots}
     figures = [line for name, title in PLOTS if name in names for line in (f"![{title}]({name})", "")]
     lines = ["# dspark benchmark report", "", f"{len(runs)} result file(s).", "",
-             *_runs_section(runs), *_acceptance_section(runs), *_reference_section(runs), *_throughput_section(runs),
+             *_runs_section(runs), *_acceptance_section(runs), *_paired_section(runs), *_reference_section(runs),
+             *_throughput_section(runs),
              *_speedup_section(runs),
              "## Plots", "", *(figures or ["No data to plot.", ""])]
     return "\n".join(lines)
