@@ -184,9 +184,9 @@ def _print_acceptance(result: Any, rows: list, intervals: list) -> None:
     from rich.table import Table
 
     table = Table(title=f"acceptance — {result.draft} on {result.target} ({result.run.device})")
-    for col in ("suite", "T", "prompts", "skipped", "rounds", "mean τ", "95% (prompts)", "acc. rate",
-                "per-position p1…pγ"):
-        table.add_column(col, justify="left" if col in ("suite", "per-position p1…pγ") else "right")
+    for col in ("suite", "T", "prompts", "skipped", "rounds", "mean τ", "τ 95%", "acc.", "per-position p1…pγ"):
+        table.add_column(col, justify="left" if col in ("suite", "per-position p1…pγ") else "right",
+                         no_wrap=col == "τ 95%")  # an interval stays on one line in a narrow (non-terminal) console
     for r, i in sorted(zip(rows, intervals), key=lambda ri: (ri[0].temperature, ri[0].suite == "all")):
         table.add_row(r.suite, f"{r.temperature:g}", str(r.prompts), str(r.skipped), str(r.rounds),
                       f"{r.mean_tau:.3f}", "–" if i is None else f"{i.low:.2f}–{i.high:.2f}",
