@@ -66,7 +66,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     for flags, options in ACCEPTANCE_OPTIONS:
         a.add_argument(*flags, **options)
     bench_throughput.register(sub)
-    r = sub.add_parser("report", help="write report.md and PNG plots from result files")
+    r = sub.add_parser("report", help="write report.md and PNG plots from result files (acceptance of each later file "
+                                      "paired against the first's on the prompts both measured)")
     r.add_argument("results", nargs="+", metavar="RESULTS.json")
     r.add_argument("--out", required=True, metavar="DIR", help="folder for report.md and the plots")
     c = sub.add_parser("compare", help="draft A against draft B from two acceptance results: τ of each, their "
