@@ -18,7 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("doctor", "find silent misconfigurations in an engine launch command or live server"),
     "monitor": ("monitor", "watch acceptance live from a dspark / vLLM / SGLang /metrics endpoint"),
     "serve": ("serve", "OpenAI-compatible server (speculative decoding, Prometheus /metrics) on a local target"),
-    "bench": ("bench", "prompt suites, acceptance runs (τ per suite and temperature), paired draft comparisons and reports with plots"),
+    "bench": ("bench", "prompt suites, acceptance runs (τ per suite and temperature), paired draft comparisons and "
+                       "reports with plots"),
     "export": ("export", "write a draft in the DeepSpec / SpecForge / speculators / DFlash layout an engine loads"),
     "import": ("import_", "read a DeepSpec / SpecForge / speculators / DFlash draft into dspark's native folder"),
     "train": ("train", "regenerate data with the target, capture hidden states, train and calibrate a draft"),
