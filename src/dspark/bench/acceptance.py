@@ -2,8 +2,7 @@
 
 For every (temperature, suite) it generates each prompt with the lossless engine and pools the per-round acceptance
 into one `AcceptanceRow` (mean τ, per-position conditional acceptance, τ histogram, each prompt's draft rounds and
-accepted drafts). Prompts whose length plus
-max_new_tokens do not fit the model's positions are skipped and counted. `batch` 1 runs the prompts one at a time
+accepted drafts). Prompts whose length plus max_new_tokens do not fit the model's positions are skipped and counted. `batch` 1 runs the prompts one at a time
 through the batch-1 engine (the suite's prompt i samples with seed + i); `batch` N > 1 decodes up to N at a time
 through a `BatchEngine` built per suite (static caches for N rows × the suite's longest prompt + output, fewer rows
 when that passes BATCH_POSITIONS; continuous batching; CUDA graphs for greedy rounds on a GPU; one sampling stream per

@@ -141,7 +141,7 @@ class AcceptanceRow:
         counts: dict[tuple[int, int], int] = {}
         for p, a, n in self.rounds_table + other.rounds_table:
             counts[(p, a)] = counts.get((p, a), 0) + n
-        both = self._qualified(suite) + other._qualified(suite)  # empty unless both rows have them
+        both = self._qualified(suite) + other._qualified(suite)  # kept only when both rows have records
         return AcceptanceRow(suite, self.temperature, max(self.drafts_per_round, other.drafts_per_round),
                              self.prompts + other.prompts, self.skipped + other.skipped,
                              tuple((p, a, n) for (p, a), n in counts.items()), self.new_tokens + other.new_tokens,
