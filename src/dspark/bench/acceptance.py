@@ -2,12 +2,13 @@
 
 For every (temperature, suite) it generates each prompt with the lossless engine and pools the per-round acceptance
 into one `AcceptanceRow` (mean τ, per-position conditional acceptance, τ histogram, each prompt's draft rounds and
-accepted drafts). Prompts whose length plus max_new_tokens do not fit the model's positions are skipped and counted. `batch` 1 runs the prompts one at a time
-through the batch-1 engine (the suite's prompt i samples with seed + i); `batch` N > 1 decodes up to N at a time
-through a `BatchEngine` built per suite (static caches for N rows × the suite's longest prompt + output, fewer rows
-when that passes BATCH_POSITIONS; continuous batching; CUDA graphs for greedy rounds on a GPU; one sampling stream per
-suite, seeded with `seed`): the same rounds at T = 0 up to numerics (identical in fp32), the same distribution at
-T > 0. Its seconds are the session's wall time, graph captures included. It loads nothing and prints nothing.
+accepted drafts). Prompts whose length plus max_new_tokens do not fit the model's positions are skipped and counted.
+`batch` 1 runs the prompts one at a time through the batch-1 engine (the suite's prompt i samples with seed + i);
+`batch` N > 1 decodes up to N at a time through a `BatchEngine` built per suite (static caches for N rows × the suite's
+longest prompt + output, fewer rows when that passes BATCH_POSITIONS; continuous batching; CUDA graphs for greedy
+rounds on a GPU; one sampling stream per suite, seeded with `seed`): the same rounds at T = 0 up to numerics (identical
+in fp32), the same distribution at T > 0. Its seconds are the session's wall time, graph captures included. It loads
+nothing and prints nothing.
 """
 from __future__ import annotations
 
