@@ -1,9 +1,9 @@
 """How much of a SmolLM2 draft's held-out acceptance comes from its Markov head, slot by slot? (CPU, fp32)
 
 Greedy replay τ (`dspark.bench.replay`: the exact rounds of greedy speculative decoding) on the held-out code and math
-prompts, three ways: the draft as trained; with the Markov bias zeroed at the first drafted slot only (whose
-previous token is the anchor); with the bias zeroed at every slot (the backbone alone). Everything else, the
-confidence head included, is unchanged. A diagnostic, not a product path: it wraps the loaded draft's Markov head.
+prompts: the draft as trained; with the Markov bias at the first drafted slot toggled (on for a draft trained without
+it, off otherwise); with the bias at every slot scaled by each of --scales (0: the backbone alone; run 17 asked whether
+the trained strength, 1, is the best one held-out). Everything else, the confidence head included, is unchanged. A diagnostic, not a product path: it wraps the loaded draft's Markov head.
 Prints a table and ends with one JSON line.
 
     python benchmarks/smollm2/markov_ablation.py --draft <draft folder> --eval-prompts stage_d/eval_prompts.jsonl
@@ -28,19 +28,16 @@ from dspark.formats.native import load_draft  # noqa: E402
 from dspark.train.data import render_prompt  # noqa: E402
 from train_draft import greedy_continuations, load_prompts_record  # noqa: E402
 
-SETTINGS = ("trained", "no bias at the first slot", "no bias anywhere")
-
-
-class BiasOff:
-    """The head's `step` with its bias zeroed while `off` (the backbone alone). The first-slot setting needs no
+class BiasScale:
+    """The head's `step` with its bias multiplied by `scale` (0: the backbone alone). The first-slot setting needs no
     wrapper: it is the draft's own `markov_first_slot` option."""
 
     def __init__(self, step):
-        self.step, self.off = step, False
+        self.step, self.scale = step, 1.0
 
     def __call__(self, prev: torch.Tensor, hidden: torch.Tensor, state):
         bias, state = self.step(prev, hidden, state)  # [N, V]
-        return (torch.zeros_like(bias) if self.off else bias), state
+        return bias * self.scale, state
 
 
 def main() -> None:
@@ -49,15 +46,19 @@ def main() -> None:
     parser.add_argument("--eval-prompts", type=Path, required=True, help="build_eval_prompts.py's JSONL")
     parser.add_argument("--per-suite", type=int, default=20)
     parser.add_argument("--max-new", type=int, default=128)
+    parser.add_argument("--scales", default="0", help="comma-separated factors for the bias at every slot (default 0)")
     args = parser.parse_args()
     model, tok = load_smollm2()
     draft = load_draft(args.draft)
     if draft.markov_head is None:
         raise SystemExit(f"{args.draft} has no Markov head: nothing to ablate")
     gamma = draft.config.num_draft_tokens
-    ablated = BiasOff(draft.markov_head.step)
+    ablated = BiasScale(draft.markov_head.step)
     draft.markov_head.step = ablated  # the instance attribute shadows the method for this draft only
     trained = draft.config
+    first = "no bias at the first slot" if trained.markov_first_slot else "bias at the first slot too"
+    settings = [("trained", trained.markov_first_slot, 1.0), (first, not trained.markov_first_slot, 1.0),
+                *((f"bias × {float(a):g}", trained.markov_first_slot, float(a)) for a in args.scales.split(","))]
     target = Target(model, draft.config.target_layer_ids)
     records = [json.loads(line) for line in args.eval_prompts.read_text().splitlines() if line.strip()]
     rows = {}
@@ -65,9 +66,9 @@ def main() -> None:
         prompts = [render_prompt(load_prompts_record(r), tok) for r in records if r["suite"] == suite]
         prompts = prompts[: args.per_suite]
         conts = greedy_continuations(model, tok, prompts, args.max_new)
-        for setting in SETTINGS:
-            draft.config = trained.replace(markov_first_slot=setting != SETTINGS[1])
-            ablated.off = setting == SETTINGS[2]
+        for setting, first_slot, scale in settings:
+            draft.config = trained.replace(markov_first_slot=first_slot)
+            ablated.scale = scale
             stats = GenerationStats((), ())
             for prompt, cont in zip(prompts, conts):
                 stats = stats.merge(replay_greedy(target, draft, prompt, cont))
