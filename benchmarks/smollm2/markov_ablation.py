@@ -3,8 +3,8 @@
 Greedy replay τ (`dspark.bench.replay`: the exact rounds of greedy speculative decoding) on the held-out code and math
 prompts: the draft as trained; with the Markov bias at the first drafted slot toggled (on for a draft trained without
 it, off otherwise); with the bias at every slot scaled by each of --scales (0: the backbone alone; run 17 asked whether
-the trained strength, 1, is the best one held-out). Everything else, the confidence head included, is unchanged. A diagnostic, not a product path: it wraps the loaded draft's Markov head.
-Prints a table and ends with one JSON line.
+the trained strength, 1, is the best one held-out). Everything else, the confidence head included, is unchanged. A
+diagnostic, not a product path: it wraps the loaded draft's Markov head. Prints a table and ends with one JSON line.
 
     python benchmarks/smollm2/markov_ablation.py --draft <draft folder> --eval-prompts stage_d/eval_prompts.jsonl
 """
