@@ -32,3 +32,12 @@ def test_draft_context_cache_fuses_each_verified_row_exactly_once():
     assert rows[0] == len(prompt)
     assert rows[1:] == [a + 1 for a, nxt in zip(stats.accepted_counts, stats.proposed_counts[1:]) if nxt > 0]
     assert max(rows[1:]) <= cfg.block_size + 1
+
+
+def test_pooling_many_generations_equals_merging_them_in_turn():
+    each = [GenerationStats((1, 0), (4, 4), 10, 3), GenerationStats((), (), 5, 0), GenerationStats((4,), (4,), 7, 5)]
+    merged = GenerationStats((), ())
+    for one in each:
+        merged = merged.merge(one)
+    assert GenerationStats.pooled(each) == merged == GenerationStats((1, 0, 4), (4, 4, 4), 22, 8)
+    assert GenerationStats.pooled([]) == GenerationStats((), ())

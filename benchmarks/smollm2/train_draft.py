@@ -294,9 +294,7 @@ def stage_eval(work: Path, eval_file: Path, out: Path, max_new: int, per_suite: 
             target = Target(model, draft.config.target_layer_ids)
             each = [replay_greedy(target, draft, prompt, cont, confidence=confidence.get(mode))
                     for prompt, cont in zip(prompts, conts)]
-            stats = GenerationStats((), ())
-            for one in each:
-                stats = stats.merge(one)
+            stats = GenerationStats.pooled(each)
             rows[f"{suite}/{mode}"] = {"tau": stats.mean_acceptance_length, "rounds": stats.rounds,
                                        "prompts": len(prompts), "per_position": stats.per_position(7),
                                        "histogram": stats.histogram(8)}

@@ -78,9 +78,7 @@ def run_acceptance(target: Any, draft: Any, prompts: Mapping[str, Sequence[Encod
                 tick()
             config = partial(_config, settings, temperature, tuple(eos_token_ids))
             each, seconds = run(fits[suite], config, tick)
-            stats = GenerationStats((), ())
-            for one in each:
-                stats = stats.merge(one)
+            stats = GenerationStats.pooled(each)
             per_prompt = tuple((encoded[i].id, *one.drafted()) for (i, _), one in zip(fits[suite], each))
             rows.append(AcceptanceRow.from_stats(suite, temperature, gamma, stats, len(fits[suite]), skipped, seconds,
                                                  per_prompt))

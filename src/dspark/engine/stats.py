@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterable
 
 
 @dataclass
@@ -79,6 +80,14 @@ class GenerationStats:
         """(rounds that proposed at least one draft, drafts accepted in them): one prompt's record in a bench row."""
         rounds = [a for p, a in zip(self.proposed_counts, self.accepted_counts) if p > 0]
         return len(rounds), sum(rounds)
+
+    @classmethod
+    def pooled(cls, each: "Iterable[GenerationStats]") -> "GenerationStats":
+        """Every generation's rounds and token counts in one (`merge` over all of them, in one pass)."""
+        each = list(each)
+        return cls(tuple(a for s in each for a in s.accepted_counts),
+                   tuple(p for s in each for p in s.proposed_counts),
+                   sum(s.prompt_tokens for s in each), sum(s.new_tokens for s in each))
 
     def merge(self, other: "GenerationStats") -> "GenerationStats":
         return GenerationStats(self.accepted_counts + other.accepted_counts, self.proposed_counts + other.proposed_counts,
