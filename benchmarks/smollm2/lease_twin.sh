@@ -21,22 +21,25 @@
 #                                              #   <name>.part* + <name>-config.json, into /root/stage/init-<name>
 #                                              #   (then EXTRA_k="--init /root/stage/init-<name>"; keep the flags
 #                                              #   that change a loaded draft, e.g. --no-markov-first-slot, in EXTRA)
-#   bash benchmarks/smollm2/lease_twin.sh t4   # carry stage_b stage_d: install, convert, regenerate the prompts
-#                                              #   (until REGEN_UNTIL s), pack; a probe sizes STEPS to TRAIN_S
-#                                              #   seconds; both drafts start
+#   bash benchmarks/smollm2/lease_twin.sh t4   # carry stage_b: install, convert, regenerate the prompts (until
+#                                              #   REGEN_UNTIL s), pack; a probe sizes STEPS to TRAIN_S seconds;
+#                                              #   both drafts start. stage_d (the eval prompts) rides with any
+#                                              #   call before t6 that has room (t3 with stage_i2, t5)
 #   bash benchmarks/smollm2/lease_twin.sh t5   # both train on (--resume)
 #   bash benchmarks/smollm2/lease_twin.sh t6   # both train to the end, held-out eval of both, ship
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s). Each call trains until DEADLINE seconds
-# after it began, then ships each unfinished draft's latest checkpoint to $OUT (<mode>-snapshot.part*, ~15 s each), so
-# a machine released between calls loses no training. The step count is fixed once (the cosine schedule is planned
-# over it): STEPS if given, else TRAIN_S (default 900, for all drafts together) over the probed step time, 10 %
-# spare. The probe is synthetic (`train_speed.py`): run 6's real steps took 1.9× its time, so prefer STEPS from the
-# measured steps in benchmarks/results/smollm2/ (run 6 alone on the GPU: 146–236 ms per step with a 14 GiB cache).
+# after it began, then ships each unfinished draft's latest checkpoint to $OUT (<mode>-snapshot.part*, ~15 s each) and
+# each draft finished in the call (<mode>.part*), so a machine released between calls loses no training. The step
+# count is fixed once (the cosine schedule is planned over it): STEPS if given, else TRAIN_S (default 900, for all
+# drafts together) over the probed step time, 10 % spare. The probe is synthetic (`train_speed.py`): run 6's real
+# steps took 1.9× its time, so prefer STEPS from the measured steps in benchmarks/results/smollm2/ (run 6 alone on the
+# GPU: 146–236 ms per step with a 14 GiB cache).
 # CPU dry run of t5 + t6 (SmolLM2 converted at /root/smol/model, regen.jsonl there): PY=.venv/bin/python STEPS=4
 #   BATCH=1 SAVE=2 ATTN=sdpa CACHE=0 EXTRA="--anchors 8" EVAL="--eval-per-suite 1 --eval-max-new 8"
 set -euo pipefail
 source "$(dirname "$0")/lease_lib.sh"
+stage_eval_prompts  # when this call carries stage_d
 read -r -a MODES <<< "${PAIR:-dspark dflash}"
 export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True  # less fragmentation (run 6: two trainers, one GPU)
 SHARED=$([ "${TOGETHER:-0}" = 1 ] && [ "${GPUS:-1}" = 1 ] && echo 1 || echo 0)  # two trainers on one GPU
@@ -89,6 +92,10 @@ train_both_until() {  # train_both_until <seconds since the call began>: the unf
         grep -h "train $m" /root/train-$m.log | tail -n 1 | cut -c1-300 || true
     done
     snapshot "$(IFS=,; echo "${MODES[*]}")"  # the unfinished drafts come back with this call
+    for m in "${MODES[@]}"; do  # and a draft finished in this call too (run 18 lost one with a released machine)
+        for p in /root/o-$m/$m.part*; do [ ! -e "$p" ] || mv "$p" "$OUT/"; done
+        [ ! -f /root/o-$m/$m-config.json ] || cp /root/o-$m/$m-config.json "$OUT/"
+    done
     pack_out > /dev/null
 }
 
@@ -131,7 +138,7 @@ t6)  # T1_LIMIT=40: then τ at T = 1 of each finished draft too (sampled_accepta
         cp /root/smol/$m/metrics.jsonl /root/o/$m-metrics.jsonl 2>/dev/null || true
         cp /root/o-$m/summary.json /root/o/$m-train-summary.json 2>/dev/null || true
         cp /root/o-$m/$m-config.json /root/o/ 2>/dev/null || true  # the parts' config (run 12 had to rebuild it)
-        for p in /root/o-$m/$m.part*; do [ ! -e "$p" ] || mv "$p" "$OUT/"; done  # none from a cut run
+        for p in /root/o-$m/$m.part*; do [ ! -e "$p" ] || mv "$p" "$OUT/"; done  # none: cut, or shipped by t4 / t5
     done
     tar -C /root -cf $OUT/meta.tar o
     pack_out ;;

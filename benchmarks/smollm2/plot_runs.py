@@ -50,6 +50,9 @@ TWINS = {  # same-budget pairs: (DSpark summary, its mode, DFlash-mode summary),
     "run 17 unanchored, gated head (no slot-1 bias; run 16's twin)": ("run17/eval-summary.json", "unanchored-gated",
                                                                       "run16/eval-summary.json"),
     "run 17 anchored (no slot-1 bias; run 16's twin)": ("run17/eval-summary.json", "dspark", "run16/eval-summary.json"),
+    "run 18: run 17's gated draft and run 16's twin, 2,640 more steps each": ("run18/eval-summary.json",
+                                                                             "unanchored-gated",
+                                                                             "run18/eval-summary.json"),
 }
 
 
@@ -70,10 +73,9 @@ def plot_twins() -> None:
     ratio.axhline(1.0, color="grey", lw=0.8)
     ratio.set_xticks(range(len(suites)), suites)
     ratio.set_ylim(0.8, 1.8)  # room for the legend above the bars
-    drafts = (("run16/eval-summary.json", "unanchored", "C9"), ("run17/eval-summary.json", "unanchored-gated", "C3"),
-              ("run17/eval-summary.json", "dspark", "C5"),
-              ("run15/cpu-eval-summary.json", "unanchored", "C7"), ("run12/eval-summary.json", "dflash", "C1"),
-              ("run15/cpu-eval-summary.json", "dflash", "C8"))
+    drafts = (("run17/eval-summary.json", "unanchored-gated", "C3"), ("run17/eval-summary.json", "dspark", "C5"),
+              ("run18/eval-summary.json", "unanchored-gated", "C2"), ("run16/eval-summary.json", "dflash", "C1"),
+              ("run18/eval-summary.json", "dflash", "C0"))
     for summary, mode, color in drafts:
         rows = json.loads((FOLDER / summary).read_text())["eval"]
         run = summary.split("/")[0]
