@@ -6,6 +6,8 @@
    own greedy decoding, and draft exactly the tokens the eager loop drafts.
 3. A draft without the Markov bias at its first slot (`markov_first_slot` false) drafts the eager loop's tokens
    through the kernel too.
+4. The gated head through the kernel equals `GatedMarkovHead.step`'s greedy loop token for token (fp32 and bf16), and
+   the engines with a gated draft stay lossless and accept what the eager loop accepts.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ from dspark.model.rope import rotate, signed_sin  # noqa: E402
 from dspark import GenerationConfig, Target, generate  # noqa: E402
 from dspark.engine.batch import generate_batch  # noqa: E402
 from dspark.engine.draft_step import decode_blocks  # noqa: E402
+from dspark.model.draft import DSparkDraft  # noqa: E402
+from dspark.model.heads import GatedMarkovHead  # noqa: E402
 from dspark.testbed.random_pair import tiny_target  # noqa: E402
 from dspark.testbed.successor_pair import build_pair  # noqa: E402
 
@@ -140,14 +144,54 @@ def first_slot_off_agreement() -> dict[str, object]:
             "first_slot_off_slot0_is_backbone_argmax": bool(torch.equal(fused[:, 0], first))}
 
 
+def gated_agreement() -> dict[str, int]:
+    """greedy_decode with a gated head's gate inputs against the head's own step, slot by slot (random weights, the
+    same row and vocabulary sizes as decode_agreement)."""
+    torch.manual_seed(3)
+    out = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        for rank in (8, 32, 20):
+            rows, gamma, vocab, d = (19 if rank != 20 else 3), 7, 1500, 48
+            head = GatedMarkovHead(vocab, rank, d).to(dtype)
+            with torch.no_grad():
+                head.markov_w2.weight.mul_(3.0)  # a bias that often overrules the base logits
+            hidden = torch.randn(rows, gamma, d).to(dtype)  # [N, γ, d]
+            base = torch.randn(rows, gamma, vocab).to(dtype)  # [N, γ, V]
+            anchors = torch.randint(0, vocab, (rows,))
+            with torch.no_grad():
+                got = markov_kernel.greedy_decode(base, head.markov_w1.weight, head.markov_w2.weight, anchors,
+                                                  markov_kernel.gate_inputs(head, hidden))
+                prev, want = anchors, []
+                for k in range(gamma):
+                    bias, _ = head.step(prev, hidden[:, k], None)  # [N, V]
+                    prev = (base[:, k].float() + bias).argmax(-1)  # [N]
+                    want.append(prev)
+            key = f"gated/{str(dtype).removeprefix('torch.')}/r{rank}/mismatches"
+            out[key] = int((got != torch.stack(want, 1)).sum())
+    return out
+
+
+def gated_pair() -> tuple[torch.nn.Module, DSparkDraft]:
+    """build_pair's target and its draft with a gated head: the successor rule in W1 / W2, a random gate kept mostly
+    open (bias 2), so acceptance is real and partial."""
+    model, draft = build_pair()
+    gated = DSparkDraft(draft.config.replace(markov_head_type="gated")).eval()
+    missing = gated.load_state_dict(draft.state_dict(), strict=False).missing_keys
+    assert all(k.startswith("markov_head.gate_proj") for k in missing), missing
+    with torch.no_grad():
+        gated.markov_head.gate_proj.bias.fill_(2.0)
+    return model, gated
+
+
 def hf_greedy(model, prompt: list[int], n: int) -> list[int]:
     ids = torch.tensor([prompt])
     return model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False,
                           eos_token_id=None, pad_token_id=0)[0, len(prompt):].tolist()
 
 
-def engines() -> dict[str, object]:
-    model, draft = build_pair()  # a draft whose Markov head knows the target's rule: real, partial acceptance
+def engines(model: torch.nn.Module, draft: DSparkDraft, prefix: str = "") -> dict[str, object]:
+    """Batch-1 and batched runs through the kernels against the target's greedy decoding and the eager drafts; the
+    draft's Markov head knows the target's rule (build_pair), so acceptance is real and partial."""
     target = Target(model, draft.config.target_layer_ids)
     prompts = [list(b"abcdef"), list(b"Hello, world"), list(b"0123456789:;")]
     config = GenerationConfig(max_new_tokens=12)
@@ -158,13 +202,17 @@ def engines() -> dict[str, object]:
         calls.append(1)
         return real(*args)
 
+    usable = markov_kernel.usable
     markov_kernel.greedy_decode = counted
-    fused = [generate(target, draft, p, config) for p in prompts]
-    batched = generate_batch(target, draft, prompts, config, max_batch=2)
-    kernel_calls = len(calls)
-    markov_kernel.usable = lambda *a: False  # the eager loop, for the drafts it would have proposed
-    plain = [generate(target, draft, p, config) for p in prompts]
-    return {
+    try:
+        fused = [generate(target, draft, p, config) for p in prompts]
+        batched = generate_batch(target, draft, prompts, config, max_batch=2)
+        kernel_calls = len(calls)
+        markov_kernel.usable = lambda *a: False  # the eager loop, for the drafts it would have proposed
+        plain = [generate(target, draft, p, config) for p in prompts]
+    finally:
+        markov_kernel.greedy_decode, markov_kernel.usable = real, usable
+    facts = {
         "kernel_calls": kernel_calls,
         "batch1_equals_target": [r.tokens == hf_greedy(model, p, 12) for r, p in zip(fused, prompts)],
         "batched_equals_target": [r.tokens == hf_greedy(model, p, 12) for r, p in zip(batched, prompts)],
@@ -173,9 +221,11 @@ def engines() -> dict[str, object]:
                                         for f, e in zip(batched, plain)],
         "accepted": sum(sum(r.stats.accepted_counts) for r in fused),
     }
+    return {prefix + key: value for key, value in facts.items()}
 
 
 if __name__ == "__main__":
     print(json.dumps({**decode_agreement(), **attention_agreement(), **layer_kernel_agreement(),
-                      **static_target_agreement(), **first_slot_off_agreement(), **engines()}))
+                      **static_target_agreement(), **first_slot_off_agreement(), **engines(*build_pair()),
+                      **gated_agreement(), **engines(*gated_pair(), prefix="gated_")}))
     sys.stdout.flush()

@@ -47,18 +47,22 @@ class Proposal:
 
 def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, config: GenerationConfig,
                   generator: torch.Generator | None) -> Proposal:
-    """Pick the drafts of N blocks at once, left to right through the Markov head (greedy with the vanilla head on
-    CUDA: `markov_kernel`). hidden [N, γ, d] are the predicting slots' states, anchors [N] the tokens before slot 0."""
+    """Pick the drafts of N blocks at once, left to right through the Markov head (greedy with the vanilla or gated
+    head on CUDA: `markov_kernel`). hidden [N, γ, d] are the predicting slots' states, anchors [N] the tokens before
+    slot 0."""
     head = draft.markov_head
     n, gamma = hidden.shape[:2]
     first_biased = draft.config.markov_first_slot  # False: slot 0 is the backbone's argmax alone
     if markov_kernel.usable(head, hidden, config.greedy) and (first_biased or gamma > 1):  # one launch per slot (CUDA)
         base = draft.base_logits(hidden)  # [N, γ, V]
+        w1, w2 = head.markov_w1.weight, head.markov_w2.weight
         if first_biased:
-            tokens = markov_kernel.greedy_decode(base, head.markov_w1.weight, head.markov_w2.weight, anchors)  # [N, γ]
+            gate = markov_kernel.gate_inputs(head, hidden)  # None for the vanilla head
+            tokens = markov_kernel.greedy_decode(base, w1, w2, anchors, gate)  # [N, γ]
         else:
             first = base[:, 0].argmax(-1)  # [N]
-            rest = markov_kernel.greedy_decode(base[:, 1:], head.markov_w1.weight, head.markov_w2.weight, first)
+            gate = markov_kernel.gate_inputs(head, hidden[:, 1:])
+            rest = markov_kernel.greedy_decode(base[:, 1:], w1, w2, first, gate)  # [N, γ − 1]
             tokens = torch.cat([first[:, None], rest], dim=1)  # [N, γ]
         prevs = torch.cat([anchors[:, None], tokens[:, :-1]], dim=1)  # [N, γ]
         conf = draft.confidence_logits(hidden, prevs)  # [N, γ] or None
