@@ -123,7 +123,8 @@ t4)
     train_both_until "${DEADLINE:-565}" ;;
 t5)
     train_both_until "${DEADLINE:-565}" ;;
-t6)  # T1_LIMIT=40: then τ at T = 1 of each finished draft too (sampled_acceptance, ~50 s a draft)
+t6)  # T1_LIMIT=40: then τ at T = 1 of each finished draft too (sampled_acceptance, ~50 s a draft); SPEED_S > 0: and
+    #   the speed benchmark of the first draft of PAIR for that many seconds (speed_benchmark, speed.tar)
     train_both_until "${DEADLINE:-330}"
     $PY $T --work /root/smol --out /root/o --stage eval --eval-prompts /root/stage/eval_prompts.jsonl ${EVAL:-} \
         > /root/eval.log 2>&1 || true
@@ -132,6 +133,8 @@ t6)  # T1_LIMIT=40: then τ at T = 1 of each finished draft too (sampled_accepta
     for m in "${MODES[@]}"; do
         [ -z "${T1_LIMIT:-}" ] || [ ! -f /root/smol/$m-draft/config.json ] || sampled_acceptance /root/smol/$m-draft $m
     done
+    [ "${SPEED_S:-0}" -le 0 ] || [ ! -f /root/smol/${MODES[0]}-draft/config.json ] \
+        || speed_benchmark /root/smol/${MODES[0]}-draft "$SPEED_S"
     cp -r /root/t1 /root/o/ 2>/dev/null || true
     cp /root/train-*.log /root/eval.log /root/probe*.log /root/steps /root/o/ 2>/dev/null || true
     for m in "${MODES[@]}"; do
