@@ -16,6 +16,8 @@ and runs in one device call. It reports:
 Prints a table per section and ends with one JSON line.
 
     python3 benchmarks/speed/round_kernels.py            # on the GPU
+    python3 benchmarks/speed/round_kernels.py --markov-head gated   # the shipped draft with a gated head (random
+                                                                    # gate): what the gated head costs a round
     python benchmarks/speed/round_kernels.py --smoke     # CPU: tiny shapes, eager timing, the same code path
 """
 from __future__ import annotations
@@ -57,7 +59,9 @@ def smollm2_config(smoke: bool):
                        rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
 
 
-def build(smoke: bool, device: str, dtype: torch.dtype) -> tuple[Target, DSparkDraft]:
+def build(smoke: bool, device: str, dtype: torch.dtype, markov_head: str | None = None) -> tuple[Target, DSparkDraft]:
+    """SmolLM2's shape with random weights and the shipped draft (smoke: tiny shapes); markov_head: that head type
+    instead of the draft's own, the rest of the draft kept and the new head's extra weights random."""
     from transformers import LlamaForCausalLM
 
     from dspark.formats.native import load_draft
@@ -71,6 +75,11 @@ def build(smoke: bool, device: str, dtype: torch.dtype) -> tuple[Target, DSparkD
         draft = DSparkDraft(cfg).to(device=device, dtype=dtype)
     else:
         draft = load_draft(SHIPPED, device=device, dtype=dtype)
+    if markov_head and markov_head != draft.config.markov_head_type:
+        swapped = DSparkDraft(draft.config.replace(markov_head_type=markov_head))
+        kept = swapped.load_state_dict(draft.state_dict(), strict=False)
+        assert not kept.unexpected_keys, kept.unexpected_keys  # only the new head's own weights are left random
+        draft = swapped.to(device=device, dtype=dtype).eval()
     return Target(model, draft.config.target_layer_ids), draft
 
 
@@ -284,15 +293,17 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=512, help="attention window (positions)")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile'd forward and propose")
     parser.add_argument("--calls", type=int, default=200, help="replays per timing sample")
+    parser.add_argument("--markov-head", choices=("vanilla", "gated", "rnn"),
+                        help="time the draft with this Markov head (its extra weights random) instead of its own")
     args = parser.parse_args()
     device = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    target, draft = build(args.smoke, device, dtype)
+    target, draft = build(args.smoke, device, dtype, args.markov_head)
     engine = BatchEngine(target, draft, max_batch=1, max_length=2048, cuda_graphs=False)
     timer = Timer(device, 5 if args.smoke else args.calls)
     gamma = engine.round.gamma_max
     result = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
-              "window": args.window, "gamma": gamma}
+              "window": args.window, "gamma": gamma, "markov_head": draft.config.markov_head_type}
     with torch.inference_mode():
         result["steps_ms"] = steps = step_times(engine, timer, args.window)
         table("graphed steps, batch 1 (per call)", steps)
