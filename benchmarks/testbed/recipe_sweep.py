@@ -10,7 +10,7 @@ One variant per process (1 thread), so two run side by side on two cores:
 
     python benchmarks/testbed/recipe_sweep.py NAME [--lr 3e-3] [--init none|first|last] [--mode dspark|dflash|unanchored]
         [--ce 0.1 --l1 0.9] [--steps 240] [--layers 2] [--seed 0] [--heldout 16] [--sampled] [--reuse]
-        [--markov-head vanilla|gated|rnn] [--no-first-slot]
+        [--markov-head vanilla|gated|rnn] [--no-first-slot] [--dflash-l1]
 
 Sweeps run with it: learning rate × initialisation (`../results/testbed_lr_sweep/`) and CE / L1 weights against
 the DFlash-mode baseline (`../results/testbed_loss_weights/`).
@@ -80,7 +80,8 @@ def main() -> None:
     parser.add_argument("--init", default="none", choices=("none", "first", "last"))
     parser.add_argument("--mode", default="dspark", choices=("dspark", "dflash", "unanchored"),
                         help="unanchored: the DSpark heads and loss on the DFlash block layout")
-    parser.add_argument("--ce", type=float, default=0.1, help="DSpark CE weight (DFlash mode is CE 1.0 only)")
+    parser.add_argument("--ce", type=float, default=0.1, help="DSpark CE weight (DFlash mode: CE 1.0 only, unless "
+                        "--dflash-l1)")
     parser.add_argument("--l1", type=float, default=0.9, help="DSpark L1 weight")
     parser.add_argument("--steps", type=int, default=240)
     parser.add_argument("--layers", type=int, default=2, help="draft layers")
@@ -91,10 +92,15 @@ def main() -> None:
                         help="unanchored: the Markov head (dspark.model.heads)")
     parser.add_argument("--no-first-slot", dest="first_slot", action="store_false",
                         help="unanchored: no Markov bias at the first drafted slot (markov_first_slot)")
+    parser.add_argument("--dflash-l1", action="store_true",
+                        help="dflash: train on --ce CE + --l1 L1 (the DSpark loss without its confidence term) instead "
+                        "of CE alone: does the L1 term or the heads make DSpark's sampled acceptance?")
     parser.add_argument("--reuse", action="store_true", help="evaluate /tmp/ab/NAME from an earlier run; no training")
     args = parser.parse_args()
     if args.mode != "unanchored" and (args.markov_head != "vanilla" or not args.first_slot):
         parser.error("--markov-head and --no-first-slot are for --mode unanchored")
+    if args.dflash_l1 and args.mode != "dflash":
+        parser.error("--dflash-l1 is for --mode dflash")
 
     r = DraftRecipe()
     tdir = build_target()
@@ -119,8 +125,11 @@ def main() -> None:
     copy_target_layers(model, draft, args.init)
     common = dict(steps=args.steps, batch_size=r.batch_size, num_anchors=r.num_anchors, lr=args.lr, seed=args.seed,
                   max_length=512)
-    recipe = TrainConfig.dflash(**common) if args.mode == "dflash" else \
-        TrainConfig(ce_weight=args.ce, l1_weight=args.l1, **common)
+    if args.mode == "dflash":
+        recipe = TrainConfig(ce_weight=args.ce, l1_weight=args.l1, confidence_weight=0.0, **common) \
+            if args.dflash_l1 else TrainConfig.dflash(**common)
+    else:
+        recipe = TrainConfig(ce_weight=args.ce, l1_weight=args.l1, **common)
     began = time.time()
     out = Path(f"/tmp/ab/{args.name}")
     if not args.reuse:
