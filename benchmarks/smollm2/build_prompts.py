@@ -25,6 +25,8 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+from contamination import read_jsonl
+
 MATH_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
 
 
@@ -97,13 +99,15 @@ def _documented(tree: ast.AST) -> list[tuple[str, str, str]]:
     return out
 
 
-def code_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> list[dict]:
+def code_prompts(n: int, rng: random.Random, roots: list[Path] = (), chunk_offset: int = 0) -> list[dict]:
+    """Documented functions as "write this function" requests (two thirds) and code chunks to complete, cut every 200
+    lines from line `chunk_offset` (another offset, other chunks)."""
     funcs, chunks = [], []
     for source, tree in _parsed_sources(list(roots)):
         funcs += [f"Write a Python function `{name}({args})` that does the following:\n{doc}"
                   for name, args, doc in _documented(tree)]
         lines = source.splitlines()
-        for start in range(0, max(0, len(lines) - 30), 200):
+        for start in range(chunk_offset, max(0, len(lines) - 30), 200):
             chunk = "\n".join(lines[start : start + rng.randint(8, 25)])
             if len(chunk) > 200 and chunk.isascii():
                 chunks.append("Complete the following Python code:\n```python\n" + chunk + "\n```")
@@ -193,16 +197,21 @@ def main() -> None:
     parser.add_argument("--later-turns", action="store_true", help="chat: also later user turns, with context")
     parser.add_argument("--code-roots", type=Path, nargs="*", default=[],
                         help="more folders of Python sources for code prompts (tests are skipped)")
+    parser.add_argument("--chunk-offset", type=int, default=0,
+                        help="code chunks start at this line and every 200 after it (run 19: 100, chunks never used)")
+    parser.add_argument("--exclude", type=Path, nargs="*", default=[],
+                        help="earlier prompt sets (.jsonl, .gz or .xz): their ids are left out, for fresh prompts only")
     parser.add_argument("--seed", type=int, default=20261130)
     args = parser.parse_args()
     rng = random.Random(args.seed)
     records = chat_prompts(args.sharegpt_wheel, args.chat, rng, args.later_turns) + \
-        code_prompts(args.code, rng, args.code_roots) + math_prompts(args.math, args.seed)
+        code_prompts(args.code, rng, args.code_roots, args.chunk_offset) + math_prompts(args.math, args.seed)
     if args.codeio:
         records += codeio_prompts(args.codeio, rng)
     if args.code_stubs:
         records += stub_prompts(args.code_stubs, rng, args.code_roots)
-    records = list({r["id"]: r for r in records}.values())  # one record per id (repeats in the sources)
+    seen = {r["id"] for path in args.exclude for r in read_jsonl(path)}
+    records = [r for r in {r["id"]: r for r in records}.values() if r["id"] not in seen]  # one per id, fresh
     rng.shuffle(records)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(json.dumps(r) + "\n" for r in records))
