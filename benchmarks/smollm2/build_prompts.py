@@ -6,7 +6,8 @@ Sources (none overlaps the held-out benchmark suites: HumanEval, GSM8K from luce
   code  — Python functions (signature + docstring → "write this function") and code chunks ("complete this code")
           from this machine's stdlib sources, and from the folders in --code-roots (e.g. a site-packages)
   stubs — the same functions and the CodeI/O tasks as stubs (signature + docstring in a code block, "write a
-          solution … that passes the tests"), the shape of an instruction-style HumanEval prompt, --code-stubs N
+          solution … that passes the tests"), the shape of an instruction-style HumanEval prompt, --code-stubs N;
+          documented methods as such stubs, self / cls dropped, --method-stubs N
   codeio — reasoning-gym's CodeI/O tasks (task + input/output spec → "write main_solution(...)"), --codeio N
   math  — GSM-style word problems and arithmetic from `reasoning-gym` generators (seeds far from the bench's)
 Writes one JSONL of chat records {"id", "messages"}; responses are regenerated later by SmolLM2 itself.
@@ -126,13 +127,31 @@ def _stub(signature: str, doc: str) -> dict:
     return {"id": f"stub-{_digest(prompt)}", "messages": [{"role": "user", "content": prompt}]}
 
 
+def _first_parameter(args: str) -> str:
+    return args.split(",")[0].split(":")[0].split("=")[0].strip()
+
+
+def method_as_function(args: str) -> str:
+    """A method's parameters without its `self` / `cls`: "self, x, y=1" → "x, y=1"."""
+    return args.split(",", 1)[1].strip() if "," in args else ""
+
+
 def stub_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> list[dict]:
     """Functions (not methods) and reasoning-gym's CodeI/O tasks as stubs to complete: the signature and the
     docstring (the task, for CodeI/O) indented in a code block."""
     out = [_stub(f"{name}({args})", doc)
            for name, args, doc in (f for _, tree in _parsed_sources(list(roots)) for f in _documented(tree))
-           if args.split(",")[0].split(":")[0].strip() not in ("self", "cls")]
+           if _first_parameter(args) not in ("self", "cls")]
     out += [_stub(signature, task) for signature, task, _ in _codeio_tasks() if task.isascii()]
+    return _unique_sample(out, n, rng)
+
+
+def method_stub_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> list[dict]:
+    """Documented methods as function stubs (their `self` / `cls` dropped): the stub shape of run 11, from the part of
+    the sources it left unused (every documented function was a stub by run 11)."""
+    out = [_stub(f"{name}({method_as_function(args)})", doc)
+           for name, args, doc in (f for _, tree in _parsed_sources(list(roots)) for f in _documented(tree))
+           if _first_parameter(args) in ("self", "cls")]
     return _unique_sample(out, n, rng)
 
 
@@ -194,6 +213,8 @@ def main() -> None:
     parser.add_argument("--codeio", type=int, default=0, help="reasoning-gym CodeI/O tasks (up to ~5,700)")
     parser.add_argument("--code-stubs", type=int, default=0,
                         help="functions as stubs in a code block (the shape of an instruction-style HumanEval prompt)")
+    parser.add_argument("--method-stubs", type=int, default=0,
+                        help="documented methods as function stubs, self / cls dropped (the functions ran out in run 11)")
     parser.add_argument("--later-turns", action="store_true", help="chat: also later user turns, with context")
     parser.add_argument("--code-roots", type=Path, nargs="*", default=[],
                         help="more folders of Python sources for code prompts (tests are skipped)")
@@ -210,6 +231,8 @@ def main() -> None:
         records += codeio_prompts(args.codeio, rng)
     if args.code_stubs:
         records += stub_prompts(args.code_stubs, rng, args.code_roots)
+    if args.method_stubs:
+        records += method_stub_prompts(args.method_stubs, rng, args.code_roots)
     seen = {r["id"] for path in args.exclude for r in read_jsonl(path)}
     records = [r for r in {r["id"]: r for r in records}.values() if r["id"] not in seen]  # one per id, fresh
     rng.shuffle(records)
