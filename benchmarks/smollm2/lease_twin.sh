@@ -13,7 +13,7 @@
 # against run 16's twin without training it again.
 #
 #   bash benchmarks/smollm2/lease_twin.sh t1   # carry stage_a: wheel part 0
-#   bash benchmarks/smollm2/lease_twin.sh t2   # carry stage_b2: wheel part 1
+#   bash benchmarks/smollm2/lease_twin.sh t2   # carry stage_b2: wheel part 1 (then t1 again with stage_a2: part 2)
 #   bash benchmarks/smollm2/lease_twin.sh t3   # carry $DATA and the folder of $PROMPTS: regenerated data, prompts
 #                                              #   to regenerate (run 6: DATA=stage_f PROMPTS=stage_g/prompts30k.jsonl.gz;
 #                                              #   all of run 8's: DATA=none PROMPTS=stage_p/prompts.jsonl.xz)
