@@ -1,6 +1,7 @@
 """Plot the SmolLM2 draft's training runs: analytic τ on the training blocks against sequences seen (run 5 continues
 run 4's B, run 8 continues run 5, run 9 run 8, run 10 run 9 grown to 5 layers and run 11 run 10, so their curves start
-where the earlier run ends; run 19 continues run 11), and held-out τ per suite for runs 3, 4 (B), 5, 8-11 and 19
+where the earlier run ends; run 19 continues run 11, run 20 run 19), and held-out τ per suite for runs 3, 4 (B), 5,
+8-11, 19 and 20
 (`runs.png`); and
 the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4, 6 and 12-17 (runs 12-17:
 the DSpark heads on the DFlash block layout, "unanchored"; run 15: 5 layers; run 17: the gated head, and the anchored
@@ -28,11 +29,14 @@ RUNS = {  # name: (metrics file, sequences per step, sequences seen before the r
     "run 11 (from run 10, 114k sequences with code stubs)": ("run11/dspark-metrics.jsonl", 32, 56_000 + 18_550 * 32),
     "run 19 (from run 11, 82k sequences, 58 % fresh prompts)": ("run19/dspark-metrics.jsonl", 32,
                                                                56_000 + 23_550 * 32),
+    "run 20 (from run 19, 79k sequences, 16k new method stubs)": ("run20/dspark-metrics.jsonl", 32,
+                                                                 56_000 + 27_015 * 32),
 }
 HELD_OUT = {"run 3": ("summary.json", "dspark"), "run 4 B": ("run4/B/summary.json", "dspark"),
             "run 5": ("run5/summary.json", "dspark"), "run 8": ("run8/summary.json", "dspark"),
             "run 9": ("run9/summary.json", "dspark"), "run 10 (5 layers)": ("run10/summary.json", "dspark"),
             "run 11 (5 layers)": ("run11/summary.json", "dspark"), "run 19 (5 layers)": ("run19/summary.json", "dspark"),
+            "run 20 (5 layers)": ("run20/summary.json", "dspark"),
             "run 3 DFlash-mode twin": ("summary.json", "dflash")}
 
 
