@@ -4,6 +4,9 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # 2 shared cores: spinning OpenMP threads starve each other
+# the demo / bench / serve loaders time GEMM calls to lay weights out (engine/cpu_layout.py); the tests pin one layout
+# so that their numerics do not depend on this machine's timings (tests/test_cpu_layout.py runs the timed plan)
+os.environ.setdefault("DSPARK_CPU_LAYOUT", "col")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

@@ -1,8 +1,9 @@
-"""Row-major vs column-major weights on the CPU (`dspark.engine.cpu_layout`): SmolLM2-135M-Instruct + the shipped
-draft in fp32, the demo's prompts. Per layout: the target's forward latency by width (1 token = a plain step, 8 = a
-verify of anchor + 7 drafts), the draft block's latency, and decode tokens/s of plain and DSpark decoding with the
-speedup. The layouts alternate (row, column, row, column …) and each figure is the median over the passes, so drift
-of the machine hits both alike. Every speculative run is checked token for token against plain greedy decoding.
+"""Row-major, column-major and timed ("auto") weight layouts on the CPU (`dspark.engine.cpu_layout`): SmolLM2-135M-
+Instruct + the shipped draft in fp32, the demo's prompts. Per layout: the target's forward latency by width (1 token
+= a plain step, 8 = a verify of anchor + 7 drafts), the draft block's latency, and decode tokens/s of plain and DSpark
+decoding with the speedup. The layouts alternate (row, col, auto, row, …) and each figure is the median over the
+passes, so drift of the machine hits all alike; "auto" is timed once, before the first pass, and its plan printed.
+Every speculative run is checked token for token against plain greedy decoding.
 
     python benchmarks/cpu/layout_cpu.py [--passes 2] [--prompts 2] [--max-new-tokens 96] [--threads 1] [--out DIR]
 
@@ -16,26 +17,13 @@ import statistics
 from pathlib import Path
 
 import torch
-from torch import nn
-
 from dspark.bench.round_profile import draft_step_ms, verify_latency_ms
 from dspark.bench.runinfo import device_name, git_commit
 from dspark.config import GenerationConfig
 from dspark.demo import timed_generate
-from dspark.engine.cpu_layout import column_major_weights
+from dspark.engine.cpu_layout import plan_cpu_layout
 from dspark.files import write_json
 from warm_demo import warm_demo
-
-
-def set_layout(layout: str, *modules: nn.Module) -> None:
-    """`load_demo` stores column-major; row-major puts every linear weight back in nn.Linear's own layout."""
-    if layout == "column-major":
-        column_major_weights(*modules)
-        return
-    for module in modules:
-        for linear in module.modules():
-            if isinstance(linear, nn.Linear):
-                linear.weight.data = linear.weight.data.contiguous()
 
 
 def one_pass(setup, config: GenerationConfig, context: int) -> dict:
@@ -64,10 +52,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu_layout"))
     args = parser.parse_args()
     setup, config, first = warm_demo(args.prompts, args.max_new_tokens, args.threads)
-    passes: dict[str, list[dict]] = {"row-major": [], "column-major": []}
+    modules = (setup.target.model, setup.draft)
+    plans = plan_cpu_layout(*modules, layout="auto")
+    for plan in plans.values():
+        print(f"auto plan {plan.describe()}", flush=True)
+    passes: dict[str, list[dict]] = {"row": [], "col": [], "auto": []}
     for k in range(args.passes):
         for layout in passes:
-            set_layout(layout, setup.target.model, setup.draft)
+            if layout == "auto":
+                plan_cpu_layout(*modules, plans=plans)  # the plan timed above, applied again without timing
+            else:
+                plan_cpu_layout(*modules, layout=layout)
             passes[layout].append(one_pass(setup, config, len(first)))
             print(f"pass {k + 1} {layout}: {passes[layout][-1]}", flush=True)
     rows = {}
@@ -79,17 +74,18 @@ def main() -> None:
             "dspark_tokens_per_s": statistics.median(r["dspark_tokens_per_s"] for r in runs),
             "lossless": all(r["lossless"] for r in runs)}
         rows[layout]["speedup"] = rows[layout]["dspark_tokens_per_s"] / rows[layout]["plain_tokens_per_s"]
-    print(f"{'layout':13s} {'fwd 1':>7s} {'fwd 2':>7s} {'fwd 4':>7s} {'fwd 8':>7s} {'draft':>7s} {'plain/s':>8s} "
+    print(f"{'layout':6s} {'fwd 1':>7s} {'fwd 2':>7s} {'fwd 4':>7s} {'fwd 8':>7s} {'draft':>7s} {'plain/s':>8s} "
           f"{'dspark/s':>8s} {'speedup':>7s} lossless")
     for layout, r in rows.items():
         f = r["forward_ms"]
-        print(f"{layout:13s} {f[1]:7.1f} {f[2]:7.1f} {f[4]:7.1f} {f[8]:7.1f} {r['draft_block_ms']:7.1f} "
+        print(f"{layout:6s} {f[1]:7.1f} {f[2]:7.1f} {f[4]:7.1f} {f[8]:7.1f} {r['draft_block_ms']:7.1f} "
               f"{r['plain_tokens_per_s']:8.2f} {r['dspark_tokens_per_s']:8.2f} {r['speedup']:6.2f}× {r['lossless']}")
     commit, dirty = git_commit()
     result = {"device": device_name("cpu"), "torch": torch.__version__, "commit": commit, "dirty": dirty,
               "command": "python benchmarks/cpu/layout_cpu.py "
               f"--passes {args.passes} --prompts {args.prompts} --max-new-tokens {args.max_new_tokens} "
               f"--threads {args.threads}", "draft": str(setup.draft_path), "context_tokens": len(first),
+              "auto_plan": {"x".join(map(str, shape)): plan.describe() for shape, plan in plans.items()},
               "rows": rows}
     write_json(args.out / "layout_cpu.json", result)  # atomically, creating the folder
     print(json.dumps(result))

@@ -1,5 +1,5 @@
 """The CPU benchmarks' common start: the demo's models and prompts (`dspark.demo.load_demo`: SmolLM2 fp32 + the
-shipped draft, column-major weights), torch's thread count set, and one short untimed generation both ways."""
+shipped draft, weights laid out by the timed CPU plan), torch's thread count set first, and one short untimed generation both ways."""
 from __future__ import annotations
 
 import torch

@@ -23,7 +23,7 @@ import torch
 
 from dspark.config import GenerationConfig
 from dspark.bench.round_profile import round_cost_table
-from dspark.engine.cpu_layout import column_major_weights
+from dspark.engine.cpu_layout import plan_cpu_layout
 from dspark.engine.generate import generate, generate_stream
 from dspark.engine.schedule import StepCostTable
 from dspark.engine.stats import GenerationStats, StatsRecorder
@@ -212,6 +212,7 @@ class DemoSetup:
     draft_path: Path
     prompts: dict[str, list[list[int]]]  # suite -> prompt token ids
     eos_token_ids: tuple[int, ...]
+    layout: tuple[str, ...] = ()  # the timed CPU plans of weights that switch calls with the row count
 
 
 def load_demo(options: DemoOptions, on_stage: Callable[[str], None] = lambda message: None) -> DemoSetup:
@@ -225,11 +226,13 @@ def load_demo(options: DemoOptions, on_stage: Callable[[str], None] = lambda mes
     model, tokenizer = smollm2.load_smollm2(torch.float32, "cpu")
     on_stage(f"loading the DSpark draft from {draft_path}")
     draft = load_draft(draft_path, dtype=torch.float32)
-    column_major_weights(model, draft)  # a verify's few rows run ~2× faster through column-major weights on a CPU
+    on_stage("timing this CPU's GEMM calls per weight shape and row count")
+    plans = plan_cpu_layout(model, draft)  # a verify's rows and a plain step's row may want different calls
+    layout = tuple(plan.describe() for plan in plans.values() if len(set(plan.calls)) > 1)
     target = Target(model, draft.config.target_layer_ids)
     on_stage("reading the held-out prompts")
     prompts = demo_prompts(tokenizer, options)
-    return DemoSetup(target, draft, draft_path, prompts, (int(tokenizer.eos_token_id),))
+    return DemoSetup(target, draft, draft_path, prompts, (int(tokenizer.eos_token_id),), layout)
 
 
 def warm_up(target: Target, draft: DSparkDraft, prompt: Sequence[int], config: GenerationConfig) -> None:

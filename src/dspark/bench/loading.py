@@ -72,7 +72,7 @@ def eos_token_ids(tokenizer: Any, model: Any) -> tuple[int, ...]:
 def load_models(target_path: str | Path, draft_path: str | Path, tokenizer_path: str | Path | None = None,
                 device: str = "auto", dtype: str = "auto") -> BenchModels:
     from dspark.formats.native import load_draft
-    from dspark.engine.cpu_layout import column_major_weights
+    from dspark.engine.cpu_layout import plan_cpu_layout
     from dspark.model.target import Target
 
     device = resolve_device(device)
@@ -87,7 +87,7 @@ def load_models(target_path: str | Path, draft_path: str | Path, tokenizer_path:
     draft = load_draft(draft_path, device=device, dtype=torch_dtype)
     target = Target.from_pretrained(target_path, draft.config.target_layer_ids, dtype=torch_dtype, device=device)
     target.check_draft(draft.config)
-    column_major_weights(target.model, draft)  # CPU only: faster few-row GEMMs (engine/cpu_layout.py)
+    plan_cpu_layout(target.model, draft)  # CPU only: faster few-row GEMMs (engine/cpu_layout.py)
     limits = [int(draft.config.max_position_embeddings)]
     target_limit = getattr(target.model.config, "max_position_embeddings", None)
     if target_limit:

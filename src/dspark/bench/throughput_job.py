@@ -87,7 +87,7 @@ def load_throughput_models(target: str | Path, draft: str | None = None, dflash_
     from transformers import AutoModelForCausalLM
 
     from dspark.bench.loading import eos_token_ids, load_tokenizer, resolve_device, resolve_dtype
-    from dspark.engine.cpu_layout import column_major_weights
+    from dspark.engine.cpu_layout import plan_cpu_layout
 
     device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, device)
@@ -115,7 +115,7 @@ def load_throughput_models(target: str | Path, draft: str | None = None, dflash_
         if helper.get_output_embeddings().weight.shape[0] != model.get_output_embeddings().weight.shape[0]:
             raise BenchError(f"--assistant {assistant} has another vocabulary than the target; assisted generation "
                              f"needs a model sharing the target's tokenizer")
-    column_major_weights(model, *drafts, helper)  # CPU only, every method alike (engine/cpu_layout.py)
+    plan_cpu_layout(model, *drafts, helper)  # CPU only, every method alike (engine/cpu_layout.py)
     eos = eos_token_ids(tok, model)
     pad = tok.pad_token_id if tok.pad_token_id is not None else (eos[0] if eos else 0)
     limits = [int(d.config.max_position_embeddings) for d in drafts if d is not None]

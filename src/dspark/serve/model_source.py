@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from dspark.engine.cpu_layout import column_major_weights
+from dspark.engine.cpu_layout import plan_cpu_layout
 from dspark.model.draft import DSparkDraft
 from dspark.model.target import Target
 
@@ -76,7 +76,7 @@ def served_model(hf_model: nn.Module, tokenizer: Any, draft: DSparkDraft | None,
     if not name:
         raise ServeSetupError("the served model name is empty; pass --served-model-name")
     hf_model.eval()
-    column_major_weights(hf_model, draft)  # CPU only: faster few-row GEMMs (engine/cpu_layout.py)
+    plan_cpu_layout(hf_model, draft)  # CPU only: faster few-row GEMMs (engine/cpu_layout.py)
     layer_ids: tuple[int, ...] = (-1,)
     limits = [p for p in (_target_positions(hf_model),) if p]
     if draft is not None:
