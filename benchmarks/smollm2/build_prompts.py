@@ -10,6 +10,7 @@ Sources (none overlaps the held-out benchmark suites: HumanEval, GSM8K from luce
           documented methods as such stubs, self / cls dropped, --method-stubs N
   codeio — reasoning-gym's CodeI/O tasks (task + input/output spec → "write main_solution(...)"), --codeio N
   math  — GSM-style word problems and arithmetic from `reasoning-gym` generators (seeds far from the bench's)
+  gsm8k — GSM8K's train-split questions, shipped in data/ (the suite's problems are from its test split), --gsm8k-train N
 Writes one JSONL of chat records {"id", "messages"}; responses are regenerated later by SmolLM2 itself.
 
     python benchmarks/smollm2/build_prompts.py --sharegpt-wheel WHEEL --out stage/prompts.jsonl
@@ -210,6 +211,17 @@ def math_prompts(n: int, seed: int) -> list[dict]:
     return out
 
 
+GSM8K_TRAIN = Path(__file__).with_name("data") / "gsm8k_train_questions.jsonl.xz"  # data/README.md: source, license
+
+
+def gsm8k_train_prompts(n: int, rng: random.Random, path: Path = GSM8K_TRAIN) -> list[dict]:
+    """n of GSM8K's 7,473 train-split questions in the held-out GSM8K suite's layout (question + the step-by-step /
+    boxed-answer instruction); the suite's problems come from the disjoint test split."""
+    questions = [r["question"] for r in read_jsonl(path)]
+    picked = rng.sample(questions, min(n, len(questions)))
+    return [{"id": f"gsm8k-{_digest(q)}", "messages": [{"role": "user", "content": q + MATH_SUFFIX}]} for q in picked]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sharegpt-wheel", type=Path, required=True)
@@ -222,6 +234,8 @@ def main() -> None:
                         help="functions as stubs in a code block (the shape of an instruction-style HumanEval prompt)")
     parser.add_argument("--method-stubs", type=int, default=0,
                         help="documented methods as function stubs, self / cls dropped (the functions ran out in run 11)")
+    parser.add_argument("--gsm8k-train", type=int, default=0,
+                        help="GSM8K train-split questions (up to 7,473; data/README.md), the GSM8K suite's own shape")
     parser.add_argument("--later-turns", action="store_true", help="chat: also later user turns, with context")
     parser.add_argument("--code-roots", type=Path, nargs="*", default=[],
                         help="more folders of Python sources for code prompts (tests are skipped)")
@@ -240,6 +254,8 @@ def main() -> None:
         records += stub_prompts(args.code_stubs, rng, args.code_roots)
     if args.method_stubs:
         records += method_stub_prompts(args.method_stubs, rng, args.code_roots)
+    if args.gsm8k_train:
+        records += gsm8k_train_prompts(args.gsm8k_train, rng)
     seen = {r["id"] for path in args.exclude for r in read_jsonl(path)}
     records = [r for r in {r["id"]: r for r in records}.values() if r["id"] not in seen]  # one per id, fresh
     rng.shuffle(records)
