@@ -17,6 +17,7 @@ import statistics
 from pathlib import Path
 
 import torch
+
 from dspark.bench.round_profile import draft_step_ms, verify_latency_ms
 from dspark.bench.runinfo import device_name, git_commit
 from dspark.config import GenerationConfig
