@@ -2,7 +2,7 @@
 Instruct + the shipped draft in fp32, the demo's prompts. Per layout: the target's forward latency by width (1 token
 = a plain step, 8 = a verify of anchor + 7 drafts), the draft block's latency, and decode tokens/s of plain and DSpark
 decoding with the speedup. The layouts alternate (row, col, auto, row, …) and each figure is the median over the
-passes, so drift of the machine hits all alike; "auto" is timed once, before the first pass, and its plan printed.
+passes, so drift of the machine hits all alike; "auto" is the plan the demo's loader timed, printed first.
 Every speculative run is checked token for token against plain greedy decoding.
 
     python benchmarks/cpu/layout_cpu.py [--passes 2] [--prompts 2] [--max-new-tokens 96] [--threads 1] [--out DIR]
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 from pathlib import Path
 
@@ -54,7 +55,8 @@ def main() -> None:
     args = parser.parse_args()
     setup, config, first = warm_demo(args.prompts, args.max_new_tokens, args.threads)
     modules = (setup.target.model, setup.draft)
-    plans = plan_cpu_layout(*modules, layout="auto")
+    timed = os.environ.get("DSPARK_CPU_LAYOUT", "auto") == "auto"  # else `load_demo` fixed a layout instead
+    plans = setup.layout if timed else plan_cpu_layout(*modules, layout="auto")
     for plan in plans.values():
         print(f"auto plan {plan.describe()}", flush=True)
     passes: dict[str, list[dict]] = {"row": [], "col": [], "auto": []}

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from contamination import read_jsonl
 
-MATH_SUFFIX = "\nPlease reason step by step, and put your final answer within \\boxed{}."
+from dspark.bench.sources.gsm8k import MATH_SUFFIX  # the GSM8K suite's instruction: training prompts share it
 
 
 def _records(text: str):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ import torch
 
 from dspark.config import GenerationConfig
 from dspark.bench.round_profile import round_cost_table
-from dspark.engine.cpu_layout import plan_cpu_layout
+from dspark.engine.cpu_layout import WeightPlan, plan_cpu_layout
 from dspark.engine.generate import generate, generate_stream
 from dspark.engine.schedule import StepCostTable
 from dspark.engine.stats import GenerationStats, StatsRecorder
@@ -212,7 +212,7 @@ class DemoSetup:
     draft_path: Path
     prompts: dict[str, list[list[int]]]  # suite -> prompt token ids
     eos_token_ids: tuple[int, ...]
-    layout: tuple[str, ...] = ()  # the timed CPU plans of weights that switch calls with the row count
+    layout: dict[tuple[int, int], WeightPlan] = field(default_factory=dict)  # weight shape -> its timed CPU plan
 
 
 def load_demo(options: DemoOptions, on_stage: Callable[[str], None] = lambda message: None) -> DemoSetup:
@@ -227,8 +227,7 @@ def load_demo(options: DemoOptions, on_stage: Callable[[str], None] = lambda mes
     on_stage(f"loading the DSpark draft from {draft_path}")
     draft = load_draft(draft_path, dtype=torch.float32)
     on_stage("timing this CPU's GEMM calls per weight shape and row count")
-    plans = plan_cpu_layout(model, draft)  # a verify's rows and a plain step's row may want different calls
-    layout = tuple(plan.describe() for plan in plans.values() if len(set(plan.calls)) > 1)
+    layout = plan_cpu_layout(model, draft)  # a verify's rows and a plain step's row may want different calls
     target = Target(model, draft.config.target_layer_ids)
     on_stage("reading the held-out prompts")
     prompts = demo_prompts(tokenizer, options)

@@ -103,8 +103,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     console.print(f"{MODEL_NAME} (target, fp32) + DSpark draft from {setup.draft_path}, {threads} CPU threads; "
                   f"each prompt is generated speculatively, then plainly, and the outputs are compared")
-    if setup.layout:
-        console.print("GEMM calls timed at load, by rows (plain decoding uses the same): " + "; ".join(setup.layout))
+    switching = [plan.describe() for plan in setup.layout.values() if len(set(plan.calls)) > 1]
+    if switching:
+        console.print("GEMM calls timed at load, by rows (plain decoding uses the same): " + "; ".join(switching))
     with console.status("measuring round costs on this machine (Algorithm 1's table)…"):
         cost = measure_round_costs(setup, options)
     schedule = "none" if cost is None else "algorithm1"  # what ran: a draft without a confidence head has no choice
