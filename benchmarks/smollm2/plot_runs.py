@@ -1,12 +1,11 @@
 """Plot the SmolLM2 draft's training runs: analytic τ on the training blocks against sequences seen (run 5 continues
 run 4's B, run 8 continues run 5, run 9 run 8, run 10 run 9 grown to 5 layers and run 11 run 10, so their curves start
-where the earlier run ends; run 19 continues run 11, run 20 run 19), and held-out τ per suite for runs 3, 4 (B), 5,
-8-11, 19 and 20
-(`runs.png`); and
-the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite in runs 2, 3, 4, 6 and 12-17 (runs 12-17:
-the DSpark heads on the DFlash block layout, "unanchored"; run 15: 5 layers; run 17: the gated head, and the anchored
-layout again, both set against run 16's twin), and the conditional acceptance per drafted position of the drafts of
-runs 15-17 and the twins of runs 12 and 15 (`twins.png`). Reads and writes `benchmarks/results/smollm2/`.
+where the earlier run ends; run 19 continues run 11, run 20 run 19, run 21 run 20), and held-out τ per suite for runs
+3, 4 (B), 5, 8-11 and 19-21 (`runs.png`); and the same-budget DSpark / DFlash-mode comparisons: the τ ratio per suite
+in runs 2, 3, 4, 6 and 12-17 (runs 12-17: the DSpark heads on the DFlash block layout, "unanchored"; run 15: 5 layers;
+run 17: the gated head, and the anchored layout again, both set against run 16's twin), and the conditional acceptance
+per drafted position of the drafts of runs 15-17 and the twins of runs 12 and 15 (`twins.png`). Reads and writes
+`benchmarks/results/smollm2/`.
 
     python benchmarks/smollm2/plot_runs.py
 """
@@ -31,12 +30,15 @@ RUNS = {  # name: (metrics file, sequences per step, sequences seen before the r
                                                                56_000 + 23_550 * 32),
     "run 20 (from run 19, 79k sequences, 16k new method stubs)": ("run20/dspark-metrics.jsonl", 32,
                                                                  56_000 + 27_015 * 32),
+    "run 21 (from run 20, 81k sequences, 7.5k GSM8K train questions)": ("run21/dspark-metrics.jsonl", 32,
+                                                                       56_000 + 30_615 * 32),
 }
 HELD_OUT = {"run 3": ("summary.json", "dspark"), "run 4 B": ("run4/B/summary.json", "dspark"),
             "run 5": ("run5/summary.json", "dspark"), "run 8": ("run8/summary.json", "dspark"),
             "run 9": ("run9/summary.json", "dspark"), "run 10 (5 layers)": ("run10/summary.json", "dspark"),
             "run 11 (5 layers)": ("run11/summary.json", "dspark"), "run 19 (5 layers)": ("run19/summary.json", "dspark"),
             "run 20 (5 layers)": ("run20/summary.json", "dspark"),
+            "run 21 (5 layers)": ("run21/summary.json", "dspark"),
             "run 3 DFlash-mode twin": ("summary.json", "dflash")}
 
 
@@ -96,12 +98,13 @@ def plot_twins() -> None:
             "SmolLM2-135M-Instruct: DSpark against its DFlash-mode twin (held-out, T=0, block 7)", "twins.png")
 
 
-def _finish(fig, ylabels: dict, title: str, name: str) -> None:
-    """Label, grid and legend each axis; title the figure and write it into the results folder."""
+def _finish(fig, ylabels: dict, title: str, name: str, legend: dict | None = None) -> None:
+    """Label, grid and legend each axis (legend: extra legend options per axis); title the figure and write it into
+    the results folder."""
     for ax, ylabel in ylabels.items():
         ax.set(ylabel=ylabel)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        ax.legend(fontsize=7, **(legend or {}).get(ax, {}))
     fig.suptitle(title)
     fig.savefig(FOLDER / name, dpi=110, bbox_inches="tight")
 
@@ -126,10 +129,11 @@ def main() -> None:
         bars.bar([i + offset for i in range(len(suites))], [taus[s] for s in suites], width, label=label)
     bars.set_xticks(range(len(suites)), suites)
     bars.axhline(5.0, color="k", ls="--", lw=1, label="goal τ ≥ 5 (code, math)")
-    bars.set_ylim(0, 7.2)  # room above the bars for the legend
+    bars.set_ylim(0, 7.6)  # room above the bars for the legend's two columns
     _finish(fig, {curve: "analytic τ on the training blocks (smoothed)",
                   bars: "held-out τ (40 prompts, T=0, block 7)"},
-            "SmolLM2-135M-Instruct DSpark draft: training runs on the H200", "runs.png")
+            "SmolLM2-135M-Instruct DSpark draft: training runs on the H200", "runs.png",
+            legend={bars: {"ncols": 2, "loc": "upper left"}})
     plot_twins()
 
 
