@@ -7,7 +7,8 @@ Sources (none overlaps the held-out benchmark suites: HumanEval, GSM8K from luce
           from this machine's stdlib sources, and from the folders in --code-roots (e.g. a site-packages)
   stubs — the same functions and the CodeI/O tasks as stubs (signature + docstring in a code block, "write a
           solution … that passes the tests"), the shape of an instruction-style HumanEval prompt, --code-stubs N;
-          documented methods as such stubs, self / cls dropped, --method-stubs N
+          documented methods as such stubs, self / cls dropped, --method-stubs N; documented private functions and
+          methods under their public name, --private-stubs N
   codeio — reasoning-gym's CodeI/O tasks (task + input/output spec → "write main_solution(...)"), --codeio N
   math  — GSM-style word problems and arithmetic from `reasoning-gym` generators (seeds far from the bench's)
   gsm8k — GSM8K's train-split questions, shipped in data/ (the suite's problems are from its test split), --gsm8k-train N
@@ -91,11 +92,14 @@ def _parsed_sources(roots: list[Path]):
             continue
 
 
-def _documented(tree: ast.AST) -> list[tuple[str, str, str]]:
-    """(name, arguments, docstring) of each public function with a 40–600 character ASCII docstring."""
+def _documented(tree: ast.AST, private: bool = False) -> list[tuple[str, str, str]]:
+    """(name, arguments, docstring) of each public function (private: each `_private` one, dunders never) with a
+    40–600 character ASCII docstring."""
     out = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        if (node.name.startswith("_") and not node.name.endswith("__")) if private else not node.name.startswith("_"):
             doc = ast.get_docstring(node)
             if doc and 40 <= len(doc) <= 600 and doc.isascii():
                 out.append((node.name, ast.unparse(node.args), doc))
@@ -103,9 +107,9 @@ def _documented(tree: ast.AST) -> list[tuple[str, str, str]]:
 
 
 @functools.lru_cache(maxsize=None)
-def _documented_in(roots: tuple[Path, ...]) -> list[tuple[str, str, str]]:
-    """Every documented function of the sources (stdlib + roots), parsed once for the stub and method-stub sets."""
-    return [f for _, tree in _parsed_sources(list(roots)) for f in _documented(tree)]
+def _documented_in(roots: tuple[Path, ...], private: bool = False) -> list[tuple[str, str, str]]:
+    """Every documented public (or private) function of the sources (stdlib + roots), parsed once per stub set."""
+    return [f for _, tree in _parsed_sources(list(roots)) for f in _documented(tree, private)]
 
 
 def code_prompts(n: int, rng: random.Random, roots: list[Path] = (), chunk_offset: int = 0) -> list[dict]:
@@ -161,6 +165,19 @@ def method_stub_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> l
            for name, args, doc in _documented_in(tuple(roots))
            if _first_parameter(args) in ("self", "cls")]
     return _unique_sample(out, n, rng)
+
+
+def private_stub_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> list[dict]:
+    """Documented private functions and methods (`_name`, left out of every earlier stub set) as function stubs under
+    their public name (the leading underscores dropped, and a method's `self` / `cls`)."""
+    out = [_stub(public_signature(name, args), doc) for name, args, doc in _documented_in(tuple(roots), private=True)]
+    return _unique_sample(out, n, rng)
+
+
+def public_signature(name: str, args: str) -> str:
+    """A private function's or method's stub signature: "_parse", "self, text" → "parse(text)"."""
+    method = _first_parameter(args) in ("self", "cls")
+    return f"{name.lstrip('_')}({method_as_function(args) if method else args})"
 
 
 def _codeio_tasks() -> list[tuple[str, str, str]]:
@@ -234,6 +251,8 @@ def main() -> None:
                         help="functions as stubs in a code block (the shape of an instruction-style HumanEval prompt)")
     parser.add_argument("--method-stubs", type=int, default=0,
                         help="documented methods as function stubs, self / cls dropped (the functions ran out in run 11)")
+    parser.add_argument("--private-stubs", type=int, default=0,
+                        help="documented private functions and methods as stubs under their public name (run 22)")
     parser.add_argument("--gsm8k-train", type=int, default=0,
                         help="GSM8K train-split questions (up to 7,473; data/README.md), the GSM8K suite's own shape")
     parser.add_argument("--later-turns", action="store_true", help="chat: also later user turns, with context")
@@ -254,6 +273,8 @@ def main() -> None:
         records += stub_prompts(args.code_stubs, rng, args.code_roots)
     if args.method_stubs:
         records += method_stub_prompts(args.method_stubs, rng, args.code_roots)
+    if args.private_stubs:
+        records += private_stub_prompts(args.private_stubs, rng, args.code_roots)
     if args.gsm8k_train:
         records += gsm8k_train_prompts(args.gsm8k_train, rng)
     seen = {r["id"] for path in args.exclude for r in read_jsonl(path)}
