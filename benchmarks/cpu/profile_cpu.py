@@ -27,7 +27,9 @@ from warm_demo import warm_demo
 
 def bucket(shapes: list, vocab: int, block: int) -> str:
     """The bucket of one matrix product by its two operands' shapes: [rows, k] × [k, n], or [n, k] × [k, rows] for
-    the weight-first call (`W @ xᵀ`) of the timed CPU layout."""
+    the weight-first call (`W @ xᵀ`) of the timed CPU layout. The draft runs `block` rows; the target's verifies
+    run block + 1 (every block verified whole, as this script generates), its prefills and plain steps other counts;
+    only a generation's last, shortened verify can share the draft's row count."""
     (a, _), (_, b) = shapes
     head = vocab in (a, b)
     rows = (b if a == vocab else a) if head else min(a, b)
