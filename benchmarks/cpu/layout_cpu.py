@@ -11,11 +11,9 @@ Prints a table and one JSON line (also written to DIR/layout_cpu.json). A benchm
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-from pathlib import Path
 
 import torch
 
@@ -25,7 +23,7 @@ from dspark.config import GenerationConfig
 from dspark.demo import timed_generate
 from dspark.engine.cpu_layout import plan_cpu_layout
 from dspark.files import write_json
-from warm_demo import warm_demo
+from warm_demo import demo_parser, warm_demo
 
 
 def one_pass(setup, config: GenerationConfig, context: int) -> dict:
@@ -46,12 +44,8 @@ def one_pass(setup, config: GenerationConfig, context: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = demo_parser(__doc__, prompts=2, out="benchmarks/results/cpu_layout")
     parser.add_argument("--passes", type=int, default=2, help="passes per layout, alternating")
-    parser.add_argument("--prompts", type=int, default=2, help="prompts per suite (code, chat, math)")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu_layout"))
     args = parser.parse_args()
     setup, config, first = warm_demo(args.prompts, args.max_new_tokens, args.threads)
     modules = (setup.target.model, setup.draft)

@@ -10,11 +10,9 @@ Prints a table and one JSON line (also written to DIR/profile_cpu.json). A bench
 """
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from collections import defaultdict
-from pathlib import Path
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -22,7 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 from dspark.bench.runinfo import device_name, git_commit
 from dspark.demo import timed_generate
 from dspark.files import write_json
-from warm_demo import warm_demo
+from warm_demo import demo_parser, warm_demo
 
 
 def bucket(shapes: list, vocab: int, block: int) -> str:
@@ -49,11 +47,7 @@ def head_ms(hidden: int, rows: int, k: int, repeat: int = 9) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--prompts", type=int, default=1, help="prompts per suite (code, chat, math)")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu_profile"))
+    parser = demo_parser(__doc__, prompts=1, out="benchmarks/results/cpu_profile")
     args = parser.parse_args()
     setup, config, _ = warm_demo(args.prompts, args.max_new_tokens, args.threads)
     vocab, block = setup.target.model.config.vocab_size, setup.draft.config.block_size

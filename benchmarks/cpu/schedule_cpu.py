@@ -8,9 +8,7 @@ speculative run is checked token for token against plain greedy decoding. A benc
 """
 from __future__ import annotations
 
-import argparse
 import json
-from pathlib import Path
 
 import torch
 
@@ -19,16 +17,12 @@ from dspark.bench.runinfo import device_name, git_commit
 from dspark.config import GenerationConfig
 from dspark.demo import timed_generate
 from dspark.files import write_json
-from warm_demo import warm_demo
+from warm_demo import demo_parser, warm_demo
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--prompts", type=int, default=4, help="prompts per suite (code, chat, math)")
-    parser.add_argument("--max-new-tokens", type=int, default=96)
-    parser.add_argument("--threads", type=int, default=1)
+    parser = demo_parser(__doc__, prompts=4, out="benchmarks/results/cpu_schedule")
     parser.add_argument("--thresholds", default="0.3,0.5")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/cpu_schedule"))
     args = parser.parse_args()
     setup, base, first = warm_demo(args.prompts, args.max_new_tokens, args.threads)
     cost = round_cost_table(setup.target, setup.draft, context_tokens=len(first), repeat=7)
