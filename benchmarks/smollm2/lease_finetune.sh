@@ -118,10 +118,17 @@ f5)  # finishes the run, or evaluates its latest checkpoint when DEADLINE comes 
         [ -z "$INIT" ] || sampled_acceptance "$INIT" acceptance-t1-init
         tar -C /root -cf $OUT/t1.tar t1  # one file: f5 brings back 8 (4 draft parts, meta, speed, t1, summary)
     fi ;;
+ev)  # carry stage_b (after g1, g2, g1, one of them with stage_d): install, convert, held-out eval + STS calibration of
+    #   EVAL_DRAFT (default the shipped draft: put a candidate there first), then SPEED_S seconds of the speed
+    #   benchmark: what f5 does after training, for a lease whose f5 was lost (run 22: the machine went between f4 and f5)
+    install_convert
+    rm -rf "/root/smol/$MODE-draft" && cp -r "${EVAL_DRAFT:-$INIT_DRAFT}" "/root/smol/$MODE-draft"
+    evaluate_and_ship
+    [ "${SPEED_S:-0}" -le 0 ] || speed_benchmark "/root/smol/$MODE-draft" "$SPEED_S" ;;
 sp)  # carry stage_b (after g1, g2 or f1/f2, one of them with stage_d): install, convert and the speed benchmark of
     #   the shipped draft for SPEED_S (default 230) seconds; g3 / f3 then find the install in place
     install_convert
     speed_benchmark "$INIT_DRAFT" "${SPEED_S:-230}" ;;
 *)
-    echo "usage: $0 f1|f2|fp|f3|f4|f5|g1|g2|gd|g3|sp" >&2; exit 2 ;;
+    echo "usage: $0 f1|f2|fp|f3|f4|f5|g1|g2|gd|g3|ev|sp" >&2; exit 2 ;;
 esac
