@@ -219,3 +219,30 @@ def test_the_shipped_draft_is_under_25_mb_and_loads_with_its_config_and_calibrat
     assert draft.embed_tokens is None  # the target's embedding / LM head are tied in at use
     assert draft.sts_temperatures is not None and draft.sts_temperatures.shape == (draft.config.block_size,)
     assert all(p.dtype == torch.bfloat16 and torch.isfinite(p).all() for p in draft.parameters())
+
+
+def test_the_demo_drafts_from_the_shipped_counts_top_k_by_default_and_refuses_k_without_counts(tmp_path):
+    from dspark.engine.generate import prepare_pair
+    from dspark.train.token_counts import TOKEN_COUNTS_NAME, save_token_counts
+
+    model, draft = successor.build_pair()
+    prepare_pair(Target(model, draft.config.target_layer_ids), draft)
+    v = draft.config.vocab_size
+    assert demo._restrict(draft, tmp_path, None) == 0 and draft.draft_vocab is None  # no counts: the whole vocabulary
+    with pytest.raises(demo.DemoSetupError, match=f"no {TOKEN_COUNTS_NAME}"):
+        demo._restrict(draft, tmp_path, 3)
+    import torch
+
+    save_token_counts(torch.arange(v), tmp_path / TOKEN_COUNTS_NAME)  # the highest ids are the most frequent
+    assert demo._restrict(draft, tmp_path, 3) == 3
+    assert draft.draft_vocab.token_ids.tolist() == [v - 1, v - 2, v - 3]
+    assert demo._restrict(draft, tmp_path, None) == (demo.DEFAULT_DRAFT_VOCAB if v > demo.DEFAULT_DRAFT_VOCAB else 0)
+    with pytest.raises(demo.DemoSetupError, match="--draft-vocab must be 0"):
+        demo.DemoOptions(draft_vocab=-1)
+
+
+def test_the_shipped_draft_ships_token_counts_whose_default_top_k_covers_99_percent():
+    from dspark.train.token_counts import coverage, load_token_counts
+
+    counts = load_token_counts(assets.SMOLLM2_DRAFT, 49152)
+    assert coverage(counts, demo.DEFAULT_DRAFT_VOCAB) > 0.99 and int(counts.sum()) > 10_000_000

@@ -24,7 +24,7 @@ import torch
 from dspark.config import GenerationConfig
 from dspark.bench.round_profile import round_cost_table
 from dspark.engine.cpu_layout import WeightPlan, plan_cpu_layout
-from dspark.engine.generate import generate, generate_stream
+from dspark.engine.generate import generate, generate_stream, prepare_pair
 from dspark.engine.schedule import StepCostTable
 from dspark.engine.stats import GenerationStats, StatsRecorder
 from dspark.model.draft import DSparkDraft
@@ -33,6 +33,9 @@ from dspark.model.target import Target
 SUITES = {"code": "HumanEval", "chat": "MT-Bench", "math": "GSM8K"}  # bench suite name -> what it holds
 SCHEDULES = ("algorithm1", "none")  # Algorithm 1 on a measured round-cost table, or every block verified whole
 MODEL_NAME = "SmolLM2-135M-Instruct"
+# the shipped draft's token counts: the top 16,384 of 49,152 ids hold 99.5 % of SmolLM2's regenerated tokens and cost
+# a quarter of the full head, ~16 ms of a ~200 ms CPU round (benchmarks/results/cpu_profile/)
+DEFAULT_DRAFT_VOCAB = 16_384
 
 
 class DemoSetupError(RuntimeError):
@@ -47,6 +50,7 @@ class DemoOptions:
     suites: tuple[str, ...] = tuple(SUITES)
     seed: int = 0  # selects the prompts (the bench suites' seeded order)
     schedule: str = "algorithm1"  # one of SCHEDULES
+    draft_vocab: int | None = None  # K ids the draft scores (FR-Spec); None: DEFAULT_DRAFT_VOCAB if it ships counts; 0: all
 
     def __post_init__(self) -> None:
         if self.prompts_per_suite < 1:
@@ -58,6 +62,8 @@ class DemoOptions:
             raise DemoSetupError(f"unknown demo suite(s) {unknown}; choose from {', '.join(SUITES)}")
         if self.schedule not in SCHEDULES:
             raise DemoSetupError(f"unknown --schedule {self.schedule!r}; choose from {', '.join(SCHEDULES)}")
+        if self.draft_vocab is not None and self.draft_vocab < 0:
+            raise DemoSetupError(f"--draft-vocab must be 0 (the full vocabulary) or a token count, got {self.draft_vocab}")
 
 
 @dataclass(frozen=True)
@@ -213,6 +219,7 @@ class DemoSetup:
     prompts: dict[str, list[list[int]]]  # suite -> prompt token ids
     eos_token_ids: tuple[int, ...]
     layout: dict[tuple[int, int], WeightPlan] = field(default_factory=dict)  # weight shape -> its timed CPU plan
+    draft_vocab: int = 0  # the ids the draft scores (0: the whole vocabulary)
 
 
 def load_demo(options: DemoOptions, on_stage: Callable[[str], None] = lambda message: None) -> DemoSetup:
@@ -226,12 +233,30 @@ def load_demo(options: DemoOptions, on_stage: Callable[[str], None] = lambda mes
     model, tokenizer = smollm2.load_smollm2(torch.float32, "cpu")
     on_stage(f"loading the DSpark draft from {draft_path}")
     draft = load_draft(draft_path, dtype=torch.float32)
+    target = Target(model, draft.config.target_layer_ids)
+    prepare_pair(target, draft)  # the target's LM head, which a draft vocabulary takes its rows from
+    vocab = _restrict(draft, draft_path, options.draft_vocab)
     on_stage("timing this CPU's GEMM calls per weight shape and row count")
     layout = plan_cpu_layout(model, draft)  # a verify's rows and a plain step's row may want different calls
-    target = Target(model, draft.config.target_layer_ids)
     on_stage("reading the held-out prompts")
     prompts = demo_prompts(tokenizer, options)
-    return DemoSetup(target, draft, draft_path, prompts, (int(tokenizer.eos_token_id),), layout)
+    return DemoSetup(target, draft, draft_path, prompts, (int(tokenizer.eos_token_id),), layout, vocab)
+
+
+def _restrict(draft: DSparkDraft, draft_path: Path, requested: int | None) -> int:
+    """Give the draft its frequency-ranked vocabulary (from the token counts beside it) -> K, or 0 for all ids."""
+    from dspark.model.draft_vocab import restrict_draft_vocab
+    from dspark.train.token_counts import TOKEN_COUNTS_NAME, load_token_counts, top_tokens
+
+    has_counts = (draft_path / TOKEN_COUNTS_NAME).is_file()
+    k = (DEFAULT_DRAFT_VOCAB if has_counts else 0) if requested is None else requested
+    if not k or k >= draft.config.vocab_size:
+        return 0
+    if not has_counts:
+        raise DemoSetupError(f"--draft-vocab {k}: {draft_path} has no {TOKEN_COUNTS_NAME} to rank tokens by; write it "
+                             f"with `dspark train token-counts`, or pass --draft-vocab 0")
+    restrict_draft_vocab(draft, top_tokens(load_token_counts(draft_path, draft.config.vocab_size), k))
+    return k
 
 
 def warm_up(target: Target, draft: DSparkDraft, prompt: Sequence[int], config: GenerationConfig) -> None:

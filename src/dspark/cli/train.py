@@ -87,6 +87,12 @@ def register(parser: argparse.ArgumentParser) -> None:
                           "later epochs skip the target (on a GPU a small target's launches, not its FLOPs, bound a "
                           "step)")
 
+    counts = sub.add_parser("token-counts", help="count the target's response tokens in regenerated data and write "
+                                                 "them beside a draft (its frequency-ranked draft vocabulary, FR-Spec)")
+    counts.add_argument("--data", required=True, nargs="+", help="examples JSONL from `regenerate` (.jsonl or .gz)")
+    counts.add_argument("--draft", required=True, help="the draft folder (its vocabulary size; the file goes there)")
+    counts.add_argument("--out", help="another place for token_counts.safetensors")
+
     cal = sub.add_parser("calibrate", help="fit STS temperatures for the confidence head on held-out prompts")
     cal.add_argument("--target", required=True)
     cal.add_argument("--draft", required=True)
@@ -101,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
     from dspark.train.data import DataError
 
     try:
-        return {"regenerate": _regenerate, "capture": _capture, "fit": _fit, "calibrate": _calibrate}[args.action](args)
+        return {"regenerate": _regenerate, "capture": _capture, "fit": _fit, "calibrate": _calibrate,
+                "token-counts": _token_counts}[args.action](args)
     except (ConfigError, CheckpointError, DataError, FileNotFoundError, ValueError) as err:
         print(f"error: {err}")
         return 2
@@ -225,4 +232,20 @@ def _calibrate(args) -> int:
     calibration = fit_sts(*full_block_rounds(records, draft.config.num_draft_tokens))
     path = save_calibration(calibration, args.draft)
     print(json.dumps({"calibration": str(path), **calibration.__dict__}))
+    return 0
+
+
+def _token_counts(args) -> int:
+    from pathlib import Path
+
+    from dspark.formats.native import read_config
+    from dspark.train.data import read_examples
+    from dspark.train.token_counts import TOKEN_COUNTS_NAME, count_tokens, coverage, save_token_counts
+
+    vocab = read_config(args.draft).vocab_size
+    counts = sum(count_tokens(read_examples(path), vocab) for path in args.data)
+    path = save_token_counts(counts, args.out or Path(args.draft) / TOKEN_COUNTS_NAME)
+    sizes = [k for k in (1024, 2048, 4096, 8192, 16384, 32768) if k < vocab]
+    print(json.dumps({"token_counts": str(path), "tokens": int(counts.sum()), "distinct": int((counts > 0).sum()),
+                      "coverage": {k: round(coverage(counts, k), 4) for k in sizes}}))
     return 0

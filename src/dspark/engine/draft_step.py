@@ -50,10 +50,11 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
     """Pick the drafts of N blocks at once, left to right through the Markov head (greedy with the vanilla or gated
     head on CUDA: `markov_kernel`). hidden [N, γ, d] are the predicting slots' states, anchors [N] the tokens before
     slot 0."""
-    head = draft.markov_head
+    head, vocab = draft.markov_head, draft.draft_vocab  # vocab: K frequent ids (FR-Spec) or None for all V
     n, gamma = hidden.shape[:2]
     first_biased = draft.config.markov_first_slot  # False: slot 0 is the backbone's argmax alone
-    if markov_kernel.usable(head, hidden, config.greedy) and (first_biased or gamma > 1):  # one launch per slot (CUDA)
+    fused = vocab is None and markov_kernel.usable(head, hidden, config.greedy)
+    if fused and (first_biased or gamma > 1):  # one launch per slot (CUDA)
         base = draft.base_logits(hidden)  # [N, γ, V]
         w1, w2 = head.markov_w1.weight, head.markov_w2.weight
         if first_biased:
@@ -67,23 +68,26 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
         prevs = torch.cat([anchors[:, None], tokens[:, :-1]], dim=1)  # [N, γ]
         conf = draft.confidence_logits(hidden, prevs)  # [N, γ] or None
         return Proposal(tokens, None, None if conf is None else conf.float())
-    base = draft.base_logits(hidden).float()  # [N, γ, V]
+    base = (draft.base_logits(hidden) if vocab is None else vocab.logits(hidden)).float()  # [N, γ, V] or [N, γ, K]
+    w2 = None if head is None else head.markov_w2 if vocab is None else vocab.markov_w2
     prev = anchors
     state = None if head is None else head.init_state(n, hidden.device, hidden.dtype)
     tokens, probs, prevs = [], [], []
     for k in range(gamma):
-        logits = base[:, k]  # [N, V]
+        logits = base[:, k]  # [N, V] (or [N, K])
         prevs.append(prev)
         if head is not None:
-            bias, state = head.step(prev, hidden[:, k], state)  # [N, V] (the RNN head's state advances at every slot)
+            mixed, state = head.step_features(prev, hidden[:, k], state)  # [N, r] (an RNN state advances every slot)
             if k or first_biased:
-                logits = logits + bias  # [N, V] fp32: the add promotes the bias exactly, no separate cast kernel
+                logits = logits + w2(mixed)  # [N, V] fp32: the add promotes the bias exactly, no separate cast kernel
         if config.greedy:
             token = logits.argmax(-1)  # [N]
         else:
-            q = processed_probs(logits, config)  # [N, V]
-            probs.append(q)
+            q = processed_probs(logits, config)  # [N, V] (or [N, K])
             token = sample(q, generator)
+            probs.append(q if vocab is None else vocab.widen(q))  # [N, V]
+        if vocab is not None:
+            token = vocab.full_ids(token)  # [N] full-vocabulary ids
         tokens.append(token)
         prev = token
     conf = draft.confidence_logits(hidden, torch.stack(prevs, dim=1))  # [N, γ] or None

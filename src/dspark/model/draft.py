@@ -123,6 +123,7 @@ class DSparkDraft(nn.Module):
         )
         self.embed_tokens: nn.Embedding | None = None
         self.lm_head: nn.Linear | None = None
+        self.draft_vocab: nn.Module | None = None  # inference only: a DraftVocab (model/draft_vocab.py) drafts from K ids
         if with_embeddings:
             self.tie_embeddings(nn.Embedding(cfg.vocab_size, d), nn.Linear(d, cfg.vocab_size, bias=False))
 

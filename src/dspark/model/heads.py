@@ -30,7 +30,14 @@ class MarkovHead(nn.Module):
 
     def step(self, prev_ids: torch.Tensor, hidden: torch.Tensor, state: MarkovState) -> tuple[torch.Tensor, MarkovState]:
         """prev_ids [B], hidden [B, d] -> bias [B, V] and the next state."""
-        return self.markov_w2(self._mix(self.features(prev_ids), hidden)), state
+        mixed, state = self.step_features(prev_ids, hidden, state)
+        return self.markov_w2(mixed), state
+
+    def step_features(self, prev_ids: torch.Tensor, hidden: torch.Tensor,
+                      state: MarkovState) -> tuple[torch.Tensor, MarkovState]:
+        """prev_ids [B], hidden [B, d] -> the rank-r vector W2 maps to the bias [B, r], and the next state (a draft
+        vocabulary maps it through its own rows of W2)."""
+        return self._mix(self.features(prev_ids), hidden), state
 
     def _mix(self, emb: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         return emb
@@ -68,11 +75,11 @@ class RNNMarkovHead(MarkovHead):
         gate = torch.sigmoid(a_g)
         return torch.tanh(a_o), gate * state + (1 - gate) * torch.tanh(a_c)
 
-    def step(self, prev_ids: torch.Tensor, hidden: torch.Tensor, state: MarkovState) -> tuple[torch.Tensor, MarkovState]:
+    def step_features(self, prev_ids: torch.Tensor, hidden: torch.Tensor,
+                      state: MarkovState) -> tuple[torch.Tensor, MarkovState]:
         if state is None:
             state = self.init_state(prev_ids.shape[0], hidden.device, hidden.dtype)
-        out, state = self._cell(state, self.features(prev_ids), hidden)
-        return self.markov_w2(out), state
+        return self._cell(state, self.features(prev_ids), hidden)
 
     def teacher_forced(self, prev_ids: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         emb = self.features(prev_ids)  # [..., γ, r]

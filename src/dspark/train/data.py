@@ -7,6 +7,7 @@ JSONL by the regeneration step. Generating the responses is `regenerate.py`'s jo
 """
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,10 +117,12 @@ def render_prompt(prompt: Prompt, tokenizer) -> list[int]:
 
 
 def read_examples(path: str | Path, max_length: int | None = None) -> list[Example]:
-    """Examples written by the regeneration step (JSONL: id, input_ids, loss_mask), truncated to `max_length`."""
+    """Examples written by the regeneration step (JSONL: id, input_ids, loss_mask; gzipped when the name ends .gz),
+    truncated to `max_length`."""
     examples = []
     path = Path(path)
-    for n, line in enumerate(path.read_text().splitlines(), 1):
+    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:

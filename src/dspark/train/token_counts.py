@@ -1,0 +1,68 @@
+"""How often the target writes each token, counted over the response tokens of regenerated training data, and the K
+most frequent of them: the ranking a draft vocabulary (FR-Spec, `dspark.model.draft_vocab`) drafts from.
+
+The counts live beside a draft as `token_counts.safetensors` (one int64 tensor `counts` [V]), so a user picks K at
+load time. What it does not do: restrict a draft (`restrict_draft_vocab`) or decide whether K is worth it (the demo
+and `benchmarks/results/cpu_profile/` measure that).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from dspark.files import atomic_write
+from dspark.train.data import Example
+
+TOKEN_COUNTS_NAME = "token_counts.safetensors"
+
+
+def count_tokens(examples: Iterable[Example], vocab_size: int) -> torch.Tensor:
+    """Occurrences of each id among the loss-masked (response) tokens -> counts [V] int64."""
+    counts = torch.zeros(vocab_size, dtype=torch.long)  # [V]
+    for example in examples:
+        ids = torch.tensor(example.input_ids, dtype=torch.long)  # [L]
+        mask = torch.tensor(example.loss_mask, dtype=torch.bool)  # [L]
+        written = ids[mask]
+        if written.numel() and int(written.max()) >= vocab_size:
+            raise ValueError(f"example {example.id}: token id {int(written.max())} is outside a vocabulary of "
+                             f"{vocab_size}; count with the target's vocabulary size")
+        counts += torch.bincount(written, minlength=vocab_size)
+    return counts
+
+
+def top_tokens(counts: torch.Tensor, k: int) -> torch.Tensor:
+    """The k most frequent ids, most frequent first, ties by lower id -> ids [k] int64."""
+    v = counts.numel()
+    if not 1 <= k <= v:
+        raise ValueError(f"a draft vocabulary of {k} tokens: choose 1 … {v} (the target's vocabulary)")
+    return torch.sort(-counts.long(), stable=True).indices[:k]  # stable: equal counts stay in id order
+
+
+def coverage(counts: torch.Tensor, k: int) -> float:
+    """The share of counted tokens among the k most frequent (what a draft vocabulary of k can ever propose)."""
+    total = int(counts.sum())
+    return float(counts[top_tokens(counts, k)].sum()) / total if total else 0.0
+
+
+def save_token_counts(counts: torch.Tensor, path: str | Path) -> Path:
+    """Write counts [V] atomically (a draft folder's TOKEN_COUNTS_NAME)."""
+    tensor = counts.detach().to(torch.long).contiguous().cpu()
+    return atomic_write(path, lambda tmp: save_file({"counts": tensor}, tmp))
+
+
+def load_token_counts(path: str | Path, vocab_size: int | None = None) -> torch.Tensor:
+    """counts [V] from a file or a draft folder; checks the size against the draft's vocabulary when given."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / TOKEN_COUNTS_NAME
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no token counts; write them with `dspark train token-counts`")
+    counts = load_file(str(path)).get("counts")
+    if counts is None or counts.dim() != 1:
+        raise ValueError(f"{path}: expected one 1-D tensor 'counts'")
+    if vocab_size is not None and counts.numel() != vocab_size:
+        raise ValueError(f"{path}: counts for {counts.numel()} tokens, but the draft's vocabulary has {vocab_size}")
+    return counts.long()
