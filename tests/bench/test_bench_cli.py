@@ -87,7 +87,7 @@ def test_the_recorded_command_spells_out_every_option_but_progress():
                               "--suite", "chat", "--no-progress", "--no-chat-template"])
     assert command_line("acceptance", ACCEPTANCE_OPTIONS, args) == (
         "dspark bench acceptance --target 'my model' --draft d --suite code --suite chat --seed 0 "
-        "--temperature 0,1 --max-new-tokens 256 --confidence-threshold 0.0 --batch 1 --top-p 1.0 --top-k 0 "
+        "--temperature 0,1 --max-new-tokens 256 --draft-vocab 0 --confidence-threshold 0.0 --batch 1 --top-p 1.0 --top-k 0 "
         "--no-chat-template --device auto --dtype auto")
 
 
@@ -127,3 +127,24 @@ def test_suites_table_names_the_command_that_installs_missing_data(monkeypatch, 
 def test_bench_without_a_subcommand_prints_help_and_exits_2(capsys):
     assert main(["bench"]) == 2
     assert "acceptance" in capsys.readouterr().err
+
+
+def test_acceptance_with_a_draft_vocabulary_records_k_and_without_counts_exits_2(model_dirs, tmp_path, capsys):
+    import shutil
+
+    import torch
+
+    from dspark.train.token_counts import TOKEN_COUNTS_NAME, save_token_counts
+
+    target, draft = model_dirs
+    argv = ["bench", "acceptance", "--target", str(target), "--suite", "math", "--limit", "1", "--temperature", "0",
+            "--max-new-tokens", "8", "--draft-vocab", "64", "--no-progress"]
+    assert main([*argv, "--draft", str(draft)]) == 2
+    assert "dspark train token-counts" in capsys.readouterr().err
+    counted = tmp_path / "draft"
+    shutil.copytree(draft, counted)
+    save_token_counts(torch.arange(260), counted / TOKEN_COUNTS_NAME)
+    out = tmp_path / "acc.json"
+    assert main([*argv, "--draft", str(counted), "--out", str(out)]) == 0
+    result = load_result(out)
+    assert result.settings["draft_vocab"] == 64 and "--draft-vocab 64" in result.run.command

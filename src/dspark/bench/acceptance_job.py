@@ -45,6 +45,7 @@ class AcceptanceRequest:
     use_chat_template: bool = True
     template_kwargs: tuple[tuple[str, Any], ...] = ()  # passed to the chat template, e.g. (("enable_thinking", False),)
     command: str = ""
+    draft_vocab: int = 0  # K > 0: the draft scores only the K most frequent tokens (FR-Spec); 0: all
 
     def __post_init__(self) -> None:
         if not self.suites and not self.prompt_files:
@@ -65,7 +66,8 @@ def _user_suites(files: tuple[str, ...], limit: int | None, seed: int) -> dict[s
 def run_acceptance_job(request: AcceptanceRequest, progress: Progress | None = None) -> BenchResult:
     check_installed(request.suites)
     user = _user_suites(request.prompt_files, request.limit, request.seed)  # bad files fail before the model loads
-    models = load_models(request.target, request.draft, request.tokenizer, request.device, request.dtype)
+    models = load_models(request.target, request.draft, request.tokenizer, request.device, request.dtype,
+                         request.draft_vocab)
     settings = request.settings
     context = request.context_tokens or max(1, min(
         LONG_CONTEXT_CAP, models.max_positions - settings.max_new_tokens - models.drafts_per_round - TEMPLATE_MARGIN))
@@ -90,5 +92,5 @@ def run_acceptance_job(request: AcceptanceRequest, progress: Progress | None = N
                   "chat_template": request.use_chat_template and has_chat_template(models.tokenizer),
                   "chat_template_kwargs": kwargs,
                   "max_positions": models.max_positions, "eos_token_ids": list(models.eos_token_ids),
-                  "dtype": request.dtype},
+                  "dtype": request.dtype, "draft_vocab": request.draft_vocab},
         suites=records, acceptance=rows)

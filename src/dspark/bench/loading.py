@@ -70,7 +70,9 @@ def eos_token_ids(tokenizer: Any, model: Any) -> tuple[int, ...]:
 
 
 def load_models(target_path: str | Path, draft_path: str | Path, tokenizer_path: str | Path | None = None,
-                device: str = "auto", dtype: str = "auto") -> BenchModels:
+                device: str = "auto", dtype: str = "auto", draft_vocab: int = 0) -> BenchModels:
+    """Target + draft + tokenizer on one device; `draft_vocab` K > 0: the draft scores only the K tokens of the counts
+    beside it (FR-Spec, `dspark train token-counts`)."""
     from dspark.formats.native import load_draft
     from dspark.engine.cpu_layout import plan_cpu_layout
     from dspark.model.target import Target
@@ -87,6 +89,13 @@ def load_models(target_path: str | Path, draft_path: str | Path, tokenizer_path:
     draft = load_draft(draft_path, device=device, dtype=torch_dtype)
     target = Target.from_pretrained(target_path, draft.config.target_layer_ids, dtype=torch_dtype, device=device)
     target.check_draft(draft.config)
+    if draft_vocab:
+        from dspark.engine.generate import prepare_pair
+        from dspark.model.draft_vocab import restrict_draft_vocab
+        from dspark.train.token_counts import draft_vocab_ids
+
+        prepare_pair(target, draft)  # the target's LM head, whose rows the draft vocabulary takes
+        restrict_draft_vocab(draft, draft_vocab_ids(draft_path, draft_vocab, draft.config.vocab_size))
     plan_cpu_layout(target.model, draft)  # CPU only: faster few-row GEMMs (engine/cpu_layout.py)
     limits = [int(draft.config.max_position_embeddings)]
     target_limit = getattr(target.model.config, "max_position_embeddings", None)

@@ -32,6 +32,10 @@ ACCEPTANCE_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--context-tokens",), dict(type=int, help="length of the long-context prompts in tokens (default: the "
                                                 "model's positions minus the output, at most 32768)")),
     (("--block-size",), dict(type=int, help="drafts verified per round (default: the draft's own)")),
+    (("--draft-vocab",), dict(type=int, default=0, metavar="K",
+                              help="the draft scores only the K tokens its target writes most (FR-Spec; needs "
+                                   "token_counts.safetensors beside the draft, `dspark train token-counts`); default "
+                                   "0: the whole vocabulary")),
     (("--confidence-threshold",), dict(type=float, default=0.0,
                                        help="cut blocks at the first slot below this confidence (default 0: off)")),
     (("--batch",), dict(type=int, default=1, metavar="N",
@@ -161,7 +165,7 @@ def _run_acceptance(args: argparse.Namespace) -> int:
     request = AcceptanceRequest(args.target, args.draft, args.tokenizer, tuple(names), tuple(args.prompts or ()),
                                 args.limit, args.seed, args.context_tokens, settings, args.device, args.dtype,
                                 not args.no_chat_template, _template_kwargs(args.chat_template_kwargs),
-                                command_line("acceptance", ACCEPTANCE_OPTIONS, args))
+                                command_line("acceptance", ACCEPTANCE_OPTIONS, args), args.draft_vocab)
     bar = _Bar(not args.no_progress)
     try:
         result = run_acceptance_job(request, bar)

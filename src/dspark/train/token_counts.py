@@ -59,10 +59,20 @@ def load_token_counts(path: str | Path, vocab_size: int | None = None) -> torch.
     if path.is_dir():
         path = path / TOKEN_COUNTS_NAME
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no token counts; write them with `dspark train token-counts`")
+        raise ValueError(f"{path}: no token counts; write them with `dspark train token-counts`")
     counts = load_file(str(path)).get("counts")
     if counts is None or counts.dim() != 1:
         raise ValueError(f"{path}: expected one 1-D tensor 'counts'")
     if vocab_size is not None and counts.numel() != vocab_size:
         raise ValueError(f"{path}: counts for {counts.numel()} tokens, but the draft's vocabulary has {vocab_size}")
     return counts.long()
+
+
+def draft_vocab_ids(draft_path: str | Path, k: int, vocab_size: int) -> torch.Tensor | None:
+    """The top-k ids by the counts beside a draft (for `restrict_draft_vocab`); None when k is 0 or covers the whole
+    vocabulary."""
+    if k < 0:
+        raise ValueError(f"a draft vocabulary of {k} tokens: pass 0 for the full vocabulary or a token count")
+    if not k or k >= vocab_size:
+        return None
+    return top_tokens(load_token_counts(draft_path, vocab_size), k)
