@@ -69,7 +69,7 @@ def test_sampling_with_a_draft_vocabulary_matches_the_target_distribution():
     target = Target(model, cfg.target_layer_ids)
     prepare_pair(target, draft)
     restrict_draft_vocab(draft, torch.tensor([2, 0]))  # tokens 1 and 3 can only come from the target
-    prompt, n = [1, 2, 3], 1200
+    prompt, n = [1, 2, 3], 600
     counts, accepted = Counter(), 0
     for seed in range(n):
         result = generate(target, draft, prompt, GenerationConfig(max_new_tokens=3, temperature=1.0, seed=seed))
@@ -77,7 +77,7 @@ def test_sampling_with_a_draft_vocabulary_matches_the_target_distribution():
         accepted += sum(result.stats.accepted_counts)
     expected = exact_continuations(model, prompt, 3, GenerationConfig(temperature=1.0), vocab)
     assert chi_square_excess(counts, expected, n) < 0
-    assert accepted > 100  # the restricted drafts were accepted, not just corrected
+    assert accepted > 50  # the restricted drafts were accepted, not just corrected
 
 
 def test_restricting_refuses_bad_ids_and_an_untied_draft():
