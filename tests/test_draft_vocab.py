@@ -80,11 +80,15 @@ def test_sampling_with_a_draft_vocabulary_matches_the_target_distribution():
     assert accepted > 50  # the restricted drafts were accepted, not just corrected
 
 
-def test_restricting_refuses_bad_ids_and_an_untied_draft():
+def test_restricting_refuses_bad_ids_and_an_untied_draft_and_a_restricted_draft_is_not_saved(tmp_path):
     _, _, draft = _pair()
     for ids in (torch.tensor([], dtype=torch.long), torch.tensor([5, 5]), torch.tensor([97])):
         with pytest.raises(ValueError, match="distinct ids"):
             restrict_draft_vocab(draft, ids)
+    restrict_draft_vocab(draft, torch.arange(10))
+    with pytest.raises(ValueError, match="save the full draft"):
+        save_draft(draft, tmp_path / "restricted")
+    assert not (tmp_path / "restricted").exists()  # nothing half-written
     model = tiny_target("qwen3")
     untied = random_draft(draft_config_for(model))
     with pytest.raises(RuntimeError, match="no LM head"):

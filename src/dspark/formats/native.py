@@ -120,6 +120,9 @@ def save_draft(draft: DSparkDraft, path: str | Path, include_embeddings: bool = 
     `int8`: matrices stored as int8 with per-row scales (`dspark.formats.compact`), read back in the draft's dtype."""
     from dspark.formats.tensors import write_tensors  # (tensors.py builds on this module)
 
+    if draft.draft_vocab is not None:  # its copied rows are an inference-time view, not part of the draft
+        raise ValueError("this draft drafts from a reduced vocabulary (restrict_draft_vocab); save the full draft: "
+                         "restrict_draft_vocab(draft, None) first")
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     write_tensors(path, {name: t for name, t in draft.state_dict().items()
