@@ -29,17 +29,9 @@ class DraftVocab(nn.Module):
         self.lm_head = _rows(lm_head_weight, self.token_ids)  # [K, d]
         self.markov_w2 = None if markov_w2_weight is None else _rows(markov_w2_weight, self.token_ids)  # [K, r]
 
-    @property
-    def size(self) -> int:
-        return int(self.token_ids.numel())
-
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """Block hidden [..., d] -> logits over the K tokens [..., K] (before the Markov bias)."""
         return self.lm_head(hidden.to(self.lm_head.weight.dtype))
-
-    def bias(self, mixed: torch.Tensor) -> torch.Tensor:
-        """The Markov head's rank-r vector [..., r] -> its bias over the K tokens [..., K]."""
-        return self.markov_w2(mixed)
 
     def full_ids(self, index: torch.Tensor) -> torch.Tensor:
         """Positions among the K [...] -> full-vocabulary ids [...]."""
