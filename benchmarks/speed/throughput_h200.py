@@ -124,7 +124,7 @@ def assembled(folder: str | None, work: Path, name: str) -> str | None:
         raise FileNotFoundError(f"{folder} has neither model.safetensors nor model.part* files")
     out = work / f"{name}-assembled"
     out.mkdir(parents=True, exist_ok=True)
-    for extra in ("config.json", "calibration.json"):
+    for extra in ("config.json", "calibration.json", "token_counts.safetensors"):
         if (Path(folder) / extra).is_file():
             shutil.copy(Path(folder) / extra, out / extra)
     with open(out / "model.safetensors", "wb") as joined:
@@ -177,7 +177,8 @@ def setup(args: argparse.Namespace, state: dict) -> None:
         draft, dflash, assistant = (assembled(args.draft or shipped_draft(), work, "dspark"),
                                     assembled(args.dflash_draft, work, "dflash"), args.assistant)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    models = job.load_throughput_models(target, draft, dflash, assistant, device=device, dtype=args.dtype)
+    models = job.load_throughput_models(target, draft, dflash, assistant, device=device, dtype=args.dtype,
+                                        draft_vocab=args.draft_vocab)
     wanted = max(state["settings"].requests(c) for c in state["settings"].concurrency)
     prompts, suite, skipped = code_prompts(models, args, wanted)
     state.update(models=models, prompts=prompts, suite=suite, skipped=skipped, target=target, draft=draft,
@@ -201,7 +202,8 @@ def matrix(args: argparse.Namespace, state: dict, sections: Sections) -> Any:
     settings = replace(state["settings"], deadline_s=max(1.0, sections.left() - args.reserve))
     request = job.ThroughputRequest(state["target"], False, state["draft"], state["dflash"], state["assistant"],
                                     prompts="code", settings=settings, engine=args.engine, command=state["command"],
-                                    methods=tuple(args.methods.split(",")) if args.methods else None)
+                                    methods=tuple(args.methods.split(",")) if args.methods else None,
+                                    draft_vocab=args.draft_vocab)
     result = job.measure_throughput(request, state["models"], state["prompts"], state["suite"], state["skipped"],
                                     args.work, progress_line)
     state["result"] = result
@@ -350,6 +352,8 @@ def main() -> int:
     parser.add_argument("--reserve", type=float, default=60.0, help="seconds the matrix leaves for profile + report")
     parser.add_argument("--engine", default="auto", choices=("auto", "batch", "sequential"))
     parser.add_argument("--dtype", default="auto")
+    parser.add_argument("--draft-vocab", type=int, default=0, metavar="K",
+                        help="the DSpark draft scores only its K most frequent tokens (FR-Spec; the counts beside it)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--methods", help="comma-separated subset of the matrix's methods (default: all)")
     parser.add_argument("--smoke", action="store_true", help="tiny random models on the CPU (tests the script)")

@@ -8,6 +8,8 @@
    through the kernel too.
 4. The gated head through the kernel equals `GatedMarkovHead.step`'s greedy loop token for token (fp32 and bf16), and
    the engines with a gated draft stay lossless and accept what the eager loop accepts.
+5. With a draft vocabulary (FR-Spec: the K ids the draft may propose) the kernel picks the eager loop's tokens, as
+   full ids, and the engines with a restricted draft stay lossless and accept what the eager loop accepts.
 """
 from __future__ import annotations
 
@@ -31,7 +33,9 @@ from dspark.model.rope import rotate, signed_sin  # noqa: E402
 from dspark import GenerationConfig, Target, generate  # noqa: E402
 from dspark.engine.batch import generate_batch  # noqa: E402
 from dspark.engine.draft_step import decode_blocks  # noqa: E402
+from dspark.engine.generate import prepare_pair  # noqa: E402
 from dspark.model.draft import DSparkDraft  # noqa: E402
+from dspark.model.draft_vocab import restrict_draft_vocab  # noqa: E402
 from dspark.model.heads import GatedMarkovHead  # noqa: E402
 from dspark.testbed.random_pair import tiny_target  # noqa: E402
 from dspark.testbed.successor_pair import build_pair  # noqa: E402
@@ -62,6 +66,35 @@ def decode_agreement() -> dict[str, int]:
             got, want = markov_kernel.greedy_decode(base, w1, w2, anchors), eager(base, w1, w2, anchors)
             out[f"{str(dtype).removeprefix('torch.')}/r{rank}/mismatches"] = int((got != want).sum())
     return out
+
+
+def vocab_decode_agreement() -> dict[str, int]:
+    """The kernel over a draft vocabulary of K ids (base [N, γ, K], W2 [K, r], W1 over the full V) against the eager
+    loop that scores the K, maps the pick to its full id and reads W1 there; one full tile and a partial one."""
+    torch.manual_seed(3)
+    out = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        rows, gamma, vocab, k, rank = 19, 7, 900, 600, 8
+        ids = torch.randperm(vocab)[:k]  # [K] full ids, in no particular order
+        base = torch.randn(rows, gamma, k).to(dtype)  # [N, γ, K]
+        w1, w2 = torch.randn(vocab, rank).to(dtype), (0.3 * torch.randn(k, rank)).to(dtype)
+        anchors = torch.randint(0, vocab, (rows,))
+        prev, want = anchors, []
+        for step in range(gamma):
+            prev = ids[(base[:, step].float() + torch.nn.functional.linear(w1[prev], w2)).argmax(-1)]  # [N]
+            want.append(prev)
+        got = markov_kernel.greedy_decode(base, w1, w2, anchors, None, ids)
+        out[f"vocab/{str(dtype).removeprefix('torch.')}/mismatches"] = int((got != torch.stack(want, 1)).sum())
+    return out
+
+
+def vocab_pair() -> tuple[torch.nn.Module, DSparkDraft]:
+    """build_pair's target and draft, the draft restricted to every id but each fifth (tied to the target's head
+    first): some target tokens can never be drafted, so rounds accept less and the target supplies them."""
+    model, draft = build_pair()
+    prepare_pair(Target(model, draft.config.target_layer_ids), draft)
+    restrict_draft_vocab(draft, torch.tensor([i for i in range(draft.config.vocab_size) if i % 5 != 4]))
+    return model, draft
 
 
 def attention_agreement() -> dict[str, float]:
@@ -236,5 +269,6 @@ def engines(model: torch.nn.Module, draft: DSparkDraft, prefix: str = "") -> dic
 if __name__ == "__main__":
     print(json.dumps({**decode_agreement(), **attention_agreement(), **layer_kernel_agreement(),
                       **static_target_agreement(), **first_slot_off_agreement(), **engines(*build_pair()),
-                      **gated_agreement(), **engines(*gated_pair(), prefix="gated_")}))
+                      **gated_agreement(), **engines(*gated_pair(), prefix="gated_"), **vocab_decode_agreement(),
+                      **engines(*vocab_pair(), prefix="vocab_")}))
     sys.stdout.flush()

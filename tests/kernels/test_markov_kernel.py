@@ -41,6 +41,27 @@ def test_engines_with_a_gated_draft_through_the_kernel_stay_lossless_and_accept_
     assert facts["gated_accepted"] > 0
 
 
+def test_fused_decode_over_a_draft_vocabulary_picks_the_eager_loops_full_ids(facts):
+    assert facts["vocab/float32/mismatches"] == 0
+    assert facts["vocab/bfloat16/mismatches"] == 0
+
+
+def test_engines_with_a_draft_vocabulary_through_the_kernel_stay_lossless_and_accept_as_eager(facts):
+    assert facts["vocab_kernel_calls"] > 10  # the restricted draft went through the kernel, not the eager loop
+    assert facts["vocab_batch1_equals_target"] == [True, True, True]
+    assert facts["vocab_batched_equals_target"] == [True, True, True]
+    assert facts["vocab_same_acceptance_as_eager"] == [True, True, True]
+    assert facts["vocab_batched_acceptance_as_eager"] == [True, True, True]
+    assert facts["vocab_accepted"] > 0
+
+
+def test_fused_decode_rejects_a_vocabulary_that_does_not_fit_the_logits():
+    base, anchors = torch.randn(2, 3, 40), torch.zeros(2, dtype=torch.long)  # [N, γ, K]
+    w1, w2 = torch.randn(50, 8), torch.randn(40, 8)
+    with pytest.raises(ValueError, match="DraftVocab"):
+        markov_kernel.greedy_decode(base, w1, w2, anchors, None, torch.arange(30))
+
+
 def test_gate_inputs_split_the_gate_into_the_slots_share_and_the_rank_square():
     torch.manual_seed(0)
     head = GatedMarkovHead(50, 8, 12)

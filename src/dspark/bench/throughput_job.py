@@ -83,7 +83,9 @@ def _lacks_embeddings(folder: Path) -> bool:
 
 def load_throughput_models(target: str | Path, draft: str | None = None, dflash_draft: str | None = None,
                            assistant: str | None = None, tokenizer: str | None = None, device: str = "auto",
-                           dtype: str = "auto") -> ThroughputModels:
+                           dtype: str = "auto", draft_vocab: int = 0) -> ThroughputModels:
+    """The models a throughput run names, on one device; `draft_vocab` K > 0: the DSpark draft scores only the K
+    tokens of the counts beside it (FR-Spec; the DFlash-mode draft keeps its whole vocabulary)."""
     from transformers import AutoModelForCausalLM
 
     from dspark.bench.loading import eos_token_ids, load_tokenizer, resolve_device, resolve_dtype
@@ -103,6 +105,15 @@ def load_throughput_models(target: str | Path, draft: str | None = None, dflash_
     for d in drafts:
         if d is not None:
             Target(model, d.config.target_layer_ids).check_draft(d.config)
+    if draft_vocab:
+        if drafts[0] is None:
+            raise BenchError("--draft-vocab restricts the DSpark draft: give --draft too")
+        from dspark.engine.generate import prepare_pair
+        from dspark.model.draft_vocab import restrict_draft_vocab
+        from dspark.train.token_counts import draft_vocab_ids
+
+        prepare_pair(Target(model, drafts[0].config.target_layer_ids), drafts[0])  # the LM head the rows come from
+        restrict_draft_vocab(drafts[0], draft_vocab_ids(draft, draft_vocab, drafts[0].config.vocab_size))
     helper = None
     if assistant is not None:
         if not (Path(assistant) / "config.json").is_file():
@@ -223,6 +234,7 @@ class ThroughputRequest:
     dtype: str = "auto"
     chat_template: bool = True
     command: str = ""
+    draft_vocab: int = 0  # K > 0: the DSpark draft scores only the K most frequent tokens (FR-Spec); 0: all
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_SHAPES:
@@ -241,7 +253,7 @@ def run_throughput_job(request: ThroughputRequest, progress: Callable | None = N
 
         request = replace(request, target=str(smollm2_path()), smollm2=False)  # now a plain --target request
     models = load_throughput_models(str(request.target), request.draft, request.dflash_draft, request.assistant,
-                                    request.tokenizer, request.device, request.dtype)
+                                    request.tokenizer, request.device, request.dtype, request.draft_vocab)
     prompts, skipped = encode_all(models, texts, settings.max_new_tokens, request.chat_template)
     with tempfile.TemporaryDirectory(prefix="dspark-throughput-") as work:
         return measure_throughput(request, models, prompts, SuiteRecord(suite, len(prompts), source), skipped,
@@ -268,5 +280,6 @@ def measure_throughput(request: ThroughputRequest, models: ThroughputModels, pro
                   "engine": resolve_kind(request.engine), "verify": request.verify, "dtype": str(models.dtype).replace("torch.", ""),
                   "prompts_skipped": skipped, "distinct_prompts": len(prompts),
                   "eos_token_ids": list(models.eos_token_ids), "chat_template": request.chat_template,
+                  "draft_vocab": request.draft_vocab,
                   "step_costs": costs.as_dict() if costs is not None else None},
         suites=(suite,), throughput=rows)

@@ -48,6 +48,10 @@ THROUGHPUT_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--seed",), dict(type=int, default=0)),
     (("--device",), dict(default="auto", help="auto, cpu, cuda, cuda:1 ... (default auto)")),
     (("--dtype",), dict(default="auto", help="auto (bf16 on CUDA, fp32 on CPU), float32, bfloat16, float16")),
+    (("--draft-vocab",), dict(type=int, default=0, metavar="K",
+                              help="the DSpark draft scores only the K tokens its target writes most (FR-Spec; needs "
+                                   "token_counts.safetensors beside the draft, `dspark train token-counts`); default "
+                                   "0: the whole vocabulary")),
     (("--out",), dict(metavar="FILE", help="results JSON (default bench-results/throughput-<UTC time>.json)")),
     (("--no-progress",), dict(action="store_true", help="no progress lines")),
 )
@@ -84,7 +88,7 @@ def run_throughput(args: argparse.Namespace) -> int:
                                 parse_names(args.schedulers, SCHEDULERS, "scheduler"), args.engine, args.verify,
                                 args.device,
                                 args.dtype, not args.no_chat_template,
-                                command_line("throughput", THROUGHPUT_OPTIONS, args))
+                                command_line("throughput", THROUGHPUT_OPTIONS, args), args.draft_vocab)
     progress = None if args.no_progress else progress_line
     result = run_throughput_job(request, progress)
     out = args.out or f"bench-results/throughput-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}.json"

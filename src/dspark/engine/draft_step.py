@@ -48,22 +48,24 @@ class Proposal:
 def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, config: GenerationConfig,
                   generator: torch.Generator | None) -> Proposal:
     """Pick the drafts of N blocks at once, left to right through the Markov head (greedy with the vanilla or gated
-    head on CUDA: `markov_kernel`). hidden [N, γ, d] are the predicting slots' states, anchors [N] the tokens before
-    slot 0."""
+    head on CUDA: `markov_kernel`, with or without a draft vocabulary). hidden [N, γ, d] are the predicting slots'
+    states, anchors [N] the tokens before slot 0."""
     head, vocab = draft.markov_head, draft.draft_vocab  # vocab: K frequent ids (FR-Spec) or None for all V
     n, gamma = hidden.shape[:2]
     first_biased = draft.config.markov_first_slot  # False: slot 0 is the backbone's argmax alone
-    fused = vocab is None and markov_kernel.usable(head, hidden, config.greedy)
+    fused = markov_kernel.usable(head, hidden, config.greedy)
     if fused and (first_biased or gamma > 1):  # one launch per slot (CUDA)
-        base = draft.base_logits(hidden)  # [N, γ, V]
-        w1, w2 = head.markov_w1.weight, head.markov_w2.weight
+        base = draft.base_logits(hidden) if vocab is None else vocab.logits(hidden)  # [N, γ, V] or [N, γ, K]
+        w1 = head.markov_w1.weight
+        w2, ids = (head.markov_w2.weight, None) if vocab is None else (vocab.markov_w2.weight, vocab.token_ids)
         if first_biased:
             gate = markov_kernel.gate_inputs(head, hidden)  # None for the vanilla head
-            tokens = markov_kernel.greedy_decode(base, w1, w2, anchors, gate)  # [N, γ]
+            tokens = markov_kernel.greedy_decode(base, w1, w2, anchors, gate, ids)  # [N, γ]
         else:
-            first = base[:, 0].argmax(-1)  # [N]
+            first = base[:, 0].argmax(-1)  # [N] (a position among the K with a draft vocabulary)
+            first = first if vocab is None else vocab.full_ids(first)
             gate = markov_kernel.gate_inputs(head, hidden[:, 1:])
-            rest = markov_kernel.greedy_decode(base[:, 1:], w1, w2, first, gate)  # [N, γ − 1]
+            rest = markov_kernel.greedy_decode(base[:, 1:], w1, w2, first, gate, ids)  # [N, γ − 1]
             tokens = torch.cat([first[:, None], rest], dim=1)  # [N, γ]
         prevs = torch.cat([anchors[:, None], tokens[:, :-1]], dim=1)  # [N, γ]
         conf = draft.confidence_logits(hidden, prevs)  # [N, γ] or None

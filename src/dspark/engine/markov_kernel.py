@@ -11,6 +11,9 @@ The gated head's gate σ(W_h·h_k + b + W_e·W1[prev]) splits in two: W_h·h_k +
 launches (`gate_inputs`, fp32, rounded once with the prev term as the eager GEMM rounds it), and W_e·W1[prev], an
 r × r product, runs in each program beside the W2 tile; the gate and g ⊙ W1[prev] round as the eager ops round.
 
+A draft vocabulary (FR-Spec, `dspark.model.draft_vocab`) runs through the same kernel: the programs tile its K ids
+instead of the V, and a pick is mapped to its full id before W1 is read.
+
 What it does not do: sampling (the probabilities q_k are needed there), the RNN head, CPU tensors. The
 eager loop in `draft_step.decode_blocks` serves those, and `usable` says when this path applies. Tests run it on
 the CPU through Triton's interpreter (TRITON_INTERPRET=1).
@@ -73,10 +76,10 @@ if triton is not None:
         return rounded
 
     @triton.jit
-    def _slot_kernel(base_ptr, w1_ptr, w2_ptr, keys_ptr, anchors_ptr, pre_ptr, we_ptr, rows, vocab, rank,
+    def _slot_kernel(base_ptr, w1_ptr, w2_ptr, keys_ptr, anchors_ptr, pre_ptr, we_ptr, ids_ptr, rows, vocab, rank,
                      base_row_stride, STEP: tl.constexpr, ROUND_BF16: tl.constexpr, TENSOR_CORES: tl.constexpr,
-                     GATED: tl.constexpr, GAMMA: tl.constexpr, RANK_TILE: tl.constexpr, BLOCK_V: tl.constexpr,
-                     BLOCK_N: tl.constexpr):
+                     GATED: tl.constexpr, MAPPED: tl.constexpr, GAMMA: tl.constexpr, RANK_TILE: tl.constexpr,
+                     BLOCK_V: tl.constexpr, BLOCK_N: tl.constexpr):
         vocab_ids = tl.program_id(0) * BLOCK_V + tl.arange(0, BLOCK_V)  # [BV]
         row_ids = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)  # [BN]
         in_vocab = vocab_ids < vocab
@@ -93,6 +96,8 @@ if triton is not None:
         else:
             key = tl.load(keys_ptr + row_ids * GAMMA + (STEP - 1), mask=in_rows, other=0)  # [BN]
             prev = (vocab - 1) - (key & 0xFFFFFFFF)  # [BN] decoded token of the previous slot
+            if MAPPED:  # a position among the draft vocabulary's K ids -> its full-vocabulary id (W1's row)
+                prev = tl.load(ids_ptr + prev, mask=in_rows, other=0)
         emb = tl.load(w1_ptr + prev.to(tl.int64)[None, :] * rank + ranks[:, None], mask=in_rank[:, None],
                       other=0.0).to(tl.float32)  # [R, BN] W1[prev]ᵀ
         if GATED:  # emb ← σ(W_h·h + b + W_e·emb) ⊙ emb, each op rounded to the weights' dtype as the eager ops
@@ -124,11 +129,14 @@ if triton is not None:
 
 
 def greedy_decode(base: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, anchors: torch.Tensor,
-                  gate: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                  gate: tuple[torch.Tensor, torch.Tensor] | None = None,
+                  token_ids: torch.Tensor | None = None) -> torch.Tensor:
     """Base logits [N, γ, V] (the draft's dtype), W1 [V, r], W2 [V, r] (the Markov head's embedding and output
     weights, one dtype, r ≤ 512), anchors [N] -> greedy drafts [N, γ]:
     token_k = argmax(base_k + W2·W1[token_{k−1}]), token_{−1} = the anchor. With `gate` (`gate_inputs` of a gated
-    head, for the same N × γ slots) W1[token_{k−1}] is gated first, as `GatedMarkovHead` does."""
+    head, for the same N × γ slots) W1[token_{k−1}] is gated first, as `GatedMarkovHead` does. With `token_ids` [K]
+    (a draft vocabulary, FR-Spec) base [N, γ, K] and W2 [K, r] score only those ids, the argmax runs over the K and
+    W1 [V, r] is read at the full id of the previous pick; the drafts come back as full ids."""
     rows, gamma, vocab = base.shape
     rank = w1.shape[1]
     if not _fits(w1, w2):
@@ -137,6 +145,10 @@ def greedy_decode(base: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, anchor
     if gate is not None and (gate[0].shape != (rows, gamma, rank) or gate[1].shape != (rank, rank)):
         raise ValueError(f"gate inputs {tuple(gate[0].shape)} / {tuple(gate[1].shape)} do not fit {rows} rows × "
                          f"{gamma} slots at rank {rank}: build them with gate_inputs(head, hidden) for these slots")
+    if w2.shape[0] != vocab or (token_ids is not None and token_ids.shape != (vocab,)):
+        raise ValueError(f"base logits score {vocab} tokens but W2 has {w2.shape[0]} rows"
+                         + ("" if token_ids is None else f" and token_ids {tuple(token_ids.shape)}")
+                         + ": pass the draft vocabulary's own rows (DraftVocab.markov_w2, DraftVocab.token_ids)")
     base, w1, w2 = base.contiguous(), w1.contiguous(), w2.contiguous()  # no-ops for the draft's own tensors
     pre, w_e = (w1, w1) if gate is None else (gate[0].float().contiguous(), gate[1].contiguous())  # unused: w1
     keys = torch.full((rows, gamma), INT64_MIN, dtype=torch.int64, device=base.device)  # [N, γ]
@@ -145,9 +157,12 @@ def greedy_decode(base: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, anchor
     block_n = 1 if rows < 16 else 16  # rows per program: one, or a tile for tl.dot
     grid = (triton.cdiv(vocab, block_v), triton.cdiv(rows, block_n))
     anchors = anchors.to(torch.int64).contiguous()
+    ids = anchors if token_ids is None else token_ids.to(torch.int64).contiguous()  # unused without a vocabulary
     for step in range(gamma):
-        _slot_kernel[grid](base, w1, w2, keys, anchors, pre, w_e, rows, vocab, rank, gamma * vocab, STEP=step,
+        _slot_kernel[grid](base, w1, w2, keys, anchors, pre, w_e, ids, rows, vocab, rank, gamma * vocab, STEP=step,
                            ROUND_BF16=w2.dtype == torch.bfloat16,
                            TENSOR_CORES=w2.dtype != torch.float32 and not triton_support.interpreting(),
-                           GATED=gate is not None, GAMMA=gamma, RANK_TILE=rank_tile, BLOCK_V=block_v, BLOCK_N=block_n)
-    return (vocab - 1) - (keys & 0xFFFFFFFF)  # [N, γ]
+                           GATED=gate is not None, MAPPED=token_ids is not None, GAMMA=gamma, RANK_TILE=rank_tile,
+                           BLOCK_V=block_v, BLOCK_N=block_n)
+    picks = (vocab - 1) - (keys & 0xFFFFFFFF)  # [N, γ] positions among the scored tokens
+    return picks if token_ids is None else ids[picks]  # [N, γ] full-vocabulary ids
