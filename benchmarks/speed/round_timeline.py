@@ -211,7 +211,10 @@ def main() -> None:
               f"{r['wall_per_round_ms']:8.3f} {r['gpu_verify_ms']:8.3f} {r['gpu_propose_ms']:8.3f} "
               f"{r['idle_before_verify_ms']:8.3f} {r['idle_before_propose_ms']:9.3f} {r['host_path_ms']:9.3f} "
               f"{r['launch_verify_ms']:8.3f} {r['launch_propose_ms']:8.3f} {r['read_wait_ms']:7.3f}")
-    print(json.dumps({"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "suite": suite,
+    from dspark.bench.runinfo import collect_run_info
+
+    run = collect_run_info(" ".join(["python3", *sys.argv]), device)
+    print(json.dumps({"device": run.device, "commit": run.commit, "command": run.command, "suite": suite,
                       "prompts": len(prompts), "max_new_tokens": args.max_new_tokens,
                       "methods": {k: {m: (round(v, 4) if isinstance(v, float) else v) for m, v in r.items()}
                                   for k, r in rows.items()}}))

@@ -130,15 +130,18 @@ def layer_kernel_agreement() -> dict[str, float]:
     out["silu_mul"] = float((layer_kernels.silu_mul(gate_up) - torch.nn.functional.silu(gate) * up).abs().max())
     b, t, heads, kv, d = 3, 4, 6, 2, 16
     q_weight, k_weight = torch.randn(d), torch.randn(d)
+    angle = torch.arange(32)[:, None] * torch.linspace(0.1, 1.0, d)  # [P, D] a table row per position
+    cos_table, sin_table = angle.cos(), signed_sin(angle.sin())
     for q_heads, normed in ((heads, False), (0, False), (heads, True), (0, True)):
         for rows in (None, torch.tensor([5, 1, 3])):
-            qkv = torch.randn(b, t, q_heads + 2 * kv, d)
+            # k/v-only cases read one layer's slice of a wider projection in place (the draft's context extension)
+            wide = torch.randn(b, t, 3, q_heads + 2 * kv, d)
+            qkv = wide[:, :, 1] if q_heads == 0 else wide[:, :, 0].contiguous()  # [B, T, H + 2·H_kv, D]
             positions = torch.tensor([[0], [9], [20]]) + torch.arange(t)  # [B, T]
-            angle = positions[..., None] * torch.linspace(0.1, 1.0, d)  # [B, T, D]
-            cos, sin_signed = angle.cos(), signed_sin(angle.sin())
+            cos, sin_signed = cos_table[positions], sin_table[positions]  # [B, T, D] for the torch ops
             cache, expected = torch.zeros(6, 2 * kv, 32, d), torch.zeros(6, 2 * kv, 32, d)
             norms = (q_weight, k_weight, 1e-6) if normed else None
-            q = layer_kernels.rope_write(qkv, q_heads, kv, cos, sin_signed, cache, rows, positions, norms)
+            q = layer_kernels.rope_write(qkv, q_heads, kv, cos_table, sin_table, cache, rows, positions, norms)
             if normed:  # the torch path's per-head norms of q and k (Qwen3), then the rotation
                 rms = lambda y, w: torch.nn.functional.rms_norm(y, (d,), w, 1e-6)  # noqa: E731
                 qkv = torch.cat([rms(qkv[:, :, :q_heads], q_weight), rms(qkv[:, :, q_heads : q_heads + kv], k_weight),

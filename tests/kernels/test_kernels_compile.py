@@ -32,14 +32,15 @@ def _cubin(asm: dict) -> bool:
     return "cubin" in asm and len(asm["cubin"]) > 1000
 
 
-@pytest.mark.parametrize("gated", [False, True], ids=["vanilla", "gated"])
+@pytest.mark.parametrize("gated,mapped", [(False, False), (True, False), (False, True)],
+                         ids=["vanilla", "gated", "draft-vocab"])
 @pytest.mark.parametrize("dtype,block_n", [("bf16", 1), ("bf16", 16), ("fp32", 16)])
-def test_markov_slot_kernel_compiles_for_sm90(gated, dtype, block_n):
+def test_markov_slot_kernel_compiles_for_sm90(gated, mapped, dtype, block_n):
     types = {"base_ptr": f"*{dtype}", "w1_ptr": f"*{dtype}", "w2_ptr": f"*{dtype}", "keys_ptr": "*i64",
              "anchors_ptr": "*i64", "pre_ptr": "*fp32" if gated else f"*{dtype}", "we_ptr": f"*{dtype}",
-             "rows": "i32", "vocab": "i32", "rank": "i32", "base_row_stride": "i32"}
+             "ids_ptr": "*i64", "rows": "i32", "vocab": "i32", "rank": "i32", "base_row_stride": "i32"}
     constants = {"STEP": 1, "ROUND_BF16": dtype == "bf16", "TENSOR_CORES": dtype != "fp32", "GATED": gated,
-                 "GAMMA": 7, "RANK_TILE": 32, "BLOCK_V": 256, "BLOCK_N": block_n}
+                 "MAPPED": mapped, "GAMMA": 7, "RANK_TILE": 32, "BLOCK_V": 256, "BLOCK_N": block_n}
     assert _cubin(compile_for_sm90(markov_kernel._slot_kernel, types, constants))
 
 
@@ -58,7 +59,7 @@ def test_rope_write_kernel_compiles_for_sm90(has_norms):
     types = {"heads_ptr": "*bf16", "cos_ptr": "*bf16", "sin_ptr": "*bf16", "q_ptr": "*bf16", "cache_ptr": "*bf16",
              "c_stride_b": "i32", "c_stride_h": "i32", "c_stride_l": "i32", "rows_ptr": "*i64",
              "positions_ptr": "*i64", "q_norm_ptr": "*bf16", "k_norm_ptr": "*bf16", "eps": "fp32", "t_len": "i32",
-             "q_heads": "i32", "kv_heads": "i32"}
+             "token_stride": "i32", "q_heads": "i32", "kv_heads": "i32"}
     constants = {"D": 64, "BLOCK_H": 16, "HAS_ROWS": True, "HAS_NORMS": has_norms}
     assert _cubin(compile_for_sm90(layer_kernels._rope_write_kernel, types, constants))
 

@@ -56,7 +56,8 @@ def test_dry_run_describes_the_embedded_default(capsys):
         "model": choose_default().name, "url": "http://127.0.0.1:8000", "context_length": default.context_length,
         "draft": {"mode": default.draft.config.mode, "block_size": default.draft.config.block_size,
                   "num_speculative_tokens": default.num_spec_tokens,
-                  "target_layer_ids": list(default.draft.config.target_layer_ids)},
+                  "target_layer_ids": list(default.draft.config.target_layer_ids),
+                  "draft_vocab": default.draft.config.vocab_size},
         "max_concurrency": 4, "api_key_required": False}
 
 
@@ -81,6 +82,33 @@ def test_local_target_and_draft_folders_are_served(capsys, folders):
     code, out, _ = dry_run(capsys, "--target", str(folders / "target"), "--draft", str(folders / "draft"),
                            "--served-model-name", "local")
     assert code == 0 and json.loads(out)["model"] == "local" and json.loads(out)["draft"]["block_size"] == 4
+
+
+def test_a_draft_vocabulary_is_served_losslessly_and_needs_counts_and_a_draft(capsys, folders, tmp_path):
+    import shutil
+
+    import torch
+
+    from dspark.train.token_counts import TOKEN_COUNTS_NAME, save_token_counts
+
+    target = str(folders / "target")
+    code, _, err = dry_run(capsys, "--target", target, "--draft", str(folders / "draft"), "--draft-vocab", "64")
+    assert code == 2 and "dspark train token-counts" in err
+    code, _, err = dry_run(capsys, "--target", target, "--draft-vocab", "64")
+    assert code == 2 and "give --draft too" in err
+    counted = tmp_path / "draft"
+    shutil.copytree(folders / "draft", counted)
+    save_token_counts(torch.arange(260) % 7, counted / TOKEN_COUNTS_NAME)  # ties: the lowest ids rank first
+    code, out, _ = dry_run(capsys, "--target", target, "--draft", str(counted), "--draft-vocab", "64")
+    assert code == 0 and json.loads(out)["draft"]["draft_vocab"] == 64
+    texts = []
+    for vocab in (0, 64):
+        served = load_served_model(target, str(counted), draft_vocab=vocab)
+        assert (served.draft.draft_vocab is None) == (vocab == 0)
+        with running_server(served) as url:
+            texts.append(client(url).completions.create(model="target", prompt="Hello", max_tokens=12,
+                                                        temperature=0).choices[0].text)
+    assert texts[0] == texts[1] and len(texts[0]) > 0  # greedy output does not depend on what the draft may propose
 
 
 def test_a_draft_built_for_another_target_is_refused_at_startup(capsys, folders):

@@ -30,6 +30,10 @@ def register(parser: argparse.ArgumentParser) -> None:
     models.add_argument("--served-model-name", help="the model id clients send (default: the target folder's name)")
     models.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0 (default cpu)")
     models.add_argument("--dtype", default="float32", choices=("float32", "bfloat16", "float16"))
+    models.add_argument("--draft-vocab", type=int, default=0, metavar="K",
+                        help="the draft scores only the K tokens its target writes most (FR-Spec; needs "
+                             "token_counts.safetensors beside the draft, which the embedded default ships); default "
+                             "0: the whole vocabulary. Output stays lossless")
     net = parser.add_argument_group("network")
     net.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     net.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
@@ -63,8 +67,10 @@ def _describe(served, settings) -> dict:
     draft = None
     if served.draft is not None:
         cfg = served.draft.config
+        vocab = served.draft.draft_vocab
         draft = {"mode": cfg.mode, "block_size": cfg.block_size, "num_speculative_tokens":
-                 spec_tokens_per_round(served, settings), "target_layer_ids": list(cfg.target_layer_ids)}
+                 spec_tokens_per_round(served, settings), "target_layer_ids": list(cfg.target_layer_ids),
+                 "draft_vocab": cfg.vocab_size if vocab is None else len(vocab.token_ids)}
     return {"model": served.name, "url": f"http://{settings.host}:{settings.port}", "context_length":
             served.context_length, "draft": draft, "max_concurrency": settings.max_concurrency,
             "api_key_required": settings.api_key is not None}
@@ -90,7 +96,8 @@ def run(args: argparse.Namespace) -> int:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # loading bars would garble stderr, which carries our one-line errors
-        served = load_served_model(args.target, args.draft, args.served_model_name, args.device, args.dtype)
+        served = load_served_model(args.target, args.draft, args.served_model_name, args.device, args.dtype,
+                                   args.draft_vocab)
         if str(args.device).startswith("cpu"):  # one engine thread when batched, else one per worker
             engines = 1 if batching_supported(served) else settings.max_concurrency
             torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // engines))

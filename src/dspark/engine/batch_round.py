@@ -165,7 +165,8 @@ class BatchRound:
     def propose(self, b: int, window: int | None = None) -> None:
         """Draft a block for rows 0 … b−1 into drafts / probs / confidence (attending to positions < window), then
         decide how many drafts each row verifies (`schedule`)."""
-        out = self.draft.propose(self.anchor[:b], self.start[:b], None, self.config, self.generator, window)
+        out = self.draft.propose(self.anchor[:b], self.start[:b], None, self.config, self.generator, window,
+                                 confidence=self.rule != "none")  # only a scheduling rule reads the confidence
         self.drafts[:b].copy_(out.tokens)  # [b, γ]
         if out.probs is not None:
             self.probs[:b].copy_(out.probs)  # [b, γ, V]
@@ -175,7 +176,10 @@ class BatchRound:
 
     def schedule(self, b: int) -> None:
         """lengths of rows 0 … b−1 from their budgets and the session's rule (a row without a request verifies
-        nothing), and `width` = the longest + 1."""
+        nothing), and under a rule `width` = the longest + 1 (without one the host knows the width: no kernels)."""
+        if self.rule == "none":  # every draft the budget allows, in two kernels
+            torch.sub(self.budget[:b], 1, out=self.lengths[:b]).clamp_(0, self.gamma)  # [b]
+            return
         has_confidence = self.draft is not None and self.draft.draft.confidence_head is not None
         rates = (self.token_rates[b, : b * (self.gamma + 1) + 1] if self.ragged
                  else self.rates[b, : self.gamma + 1])

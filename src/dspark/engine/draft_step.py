@@ -46,10 +46,10 @@ class Proposal:
 
 
 def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, config: GenerationConfig,
-                  generator: torch.Generator | None) -> Proposal:
+                  generator: torch.Generator | None, confidence: bool = True) -> Proposal:
     """Pick the drafts of N blocks at once, left to right through the Markov head (greedy with the vanilla or gated
     head on CUDA: `markov_kernel`, with or without a draft vocabulary). hidden [N, γ, d] are the predicting slots'
-    states, anchors [N] the tokens before slot 0."""
+    states, anchors [N] the tokens before slot 0. `confidence` False: no confidence logits (nothing will read them)."""
     head, vocab = draft.markov_head, draft.draft_vocab  # vocab: K frequent ids (FR-Spec) or None for all V
     n, gamma = hidden.shape[:2]
     first_biased = draft.config.markov_first_slot  # False: slot 0 is the backbone's argmax alone
@@ -67,6 +67,8 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
             gate = markov_kernel.gate_inputs(head, hidden[:, 1:])
             rest = markov_kernel.greedy_decode(base[:, 1:], w1, w2, first, gate, ids)  # [N, γ − 1]
             tokens = torch.cat([first[:, None], rest], dim=1)  # [N, γ]
+        if not confidence:
+            return Proposal(tokens, None, None)
         prevs = torch.cat([anchors[:, None], tokens[:, :-1]], dim=1)  # [N, γ]
         conf = draft.confidence_logits(hidden, prevs)  # [N, γ] or None
         return Proposal(tokens, None, None if conf is None else conf.float())
@@ -92,7 +94,7 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
             token = vocab.full_ids(token)  # [N] full-vocabulary ids
         tokens.append(token)
         prev = token
-    conf = draft.confidence_logits(hidden, torch.stack(prevs, dim=1))  # [N, γ] or None
+    conf = draft.confidence_logits(hidden, torch.stack(prevs, dim=1)) if confidence else None  # [N, γ] or None
     return Proposal(torch.stack(tokens, dim=1), torch.stack(probs, dim=1) if probs else None,
                     None if conf is None else conf.float())
 

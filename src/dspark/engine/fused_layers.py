@@ -65,8 +65,12 @@ def projected_heads(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | 
     tables that hold cos 1, sin 0 on v's heads turns q and k in one pass (or `layer_kernels.rope_write` on CUDA)."""
     b, t, _ = x.shape
     heads = F.linear(x, weight, bias).view(b, t, q_heads + 2 * kv_heads, head_dim)
-    if k_norm is not None:
-        normed = [q_norm(heads[:, :, :q_heads])] if q_heads else []
-        keys = k_norm(heads[:, :, q_heads : q_heads + kv_heads])
-        heads = torch.cat(normed + [keys, heads[:, :, q_heads + kv_heads :]], dim=2)
-    return heads
+    return heads if k_norm is None else head_norms(heads, q_heads, kv_heads, q_norm, k_norm)
+
+
+def head_norms(heads: torch.Tensor, q_heads: int, kv_heads: int, q_norm: Callable[[torch.Tensor], torch.Tensor],
+               k_norm: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """Projected heads [B, T, q_heads + 2·kv_heads, D] -> the same with q and k normed per head (Qwen3-style)."""
+    normed = [q_norm(heads[:, :, :q_heads])] if q_heads else []
+    keys = k_norm(heads[:, :, q_heads : q_heads + kv_heads])
+    return torch.cat(normed + [keys, heads[:, :, q_heads + kv_heads :]], dim=2)

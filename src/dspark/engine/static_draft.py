@@ -1,6 +1,7 @@
 """The draft over a preallocated (static) context cache: B sequences at once, each at its own position.
 
-Per draft layer, context keys/values [B_max, 2·H_kv, L_max, D] projected from fused target features (`extend`). A
+Per draft layer, context keys/values [B_max, 2·H_kv, L_max, D] projected from fused target features (`extend`: one
+GEMM for every layer's, since all of them project the same features; RoPE from position tables built once). A
 block is drafted (`propose`) by writing the block's own keys/values just past the row's context (positions
 start … start+block_size−1) and attending to everything before start + block_size: context causally complete,
 block bidirectional, as `DSparkDraft.forward`. The next `extend` overwrites those block entries with real context.
@@ -15,11 +16,12 @@ import torch.nn.functional as F
 from dspark.config import GenerationConfig
 from dspark.engine import cache_attention, layer_kernels
 from dspark.engine.draft_step import Proposal, decode_blocks
-from dspark.engine.fused_layers import fuse_projections, projected_heads
+from dspark.engine.fused_layers import fuse_projections, head_norms
 from dspark.engine.static_target import (added_norm, aligned, attention_bias, gated, grouped_attention,
-                                         kernels_serve, norm_eps, read_rows, rms_norm, rope_tables, write_rows)
+                                         kernels_serve, norm_eps, position_tables, read_rows, rms_norm, rope_tables,
+                                         write_rows)
 from dspark.model.draft import DSparkDraft
-from dspark.model.rope import rotate, signed_sin
+from dspark.model.rope import rotate
 
 
 class StaticDraft:
@@ -34,7 +36,13 @@ class StaticDraft:
         self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.max_length = aligned(max_length + cfg.block_size)  # room for the block after the last context
         self.fused = [fuse_projections(layer) for layer in draft.layers]
+        # every layer's context keys/values project the same fused features: one GEMM for all of them
+        kv_rows = slice(self.heads * self.head_dim, None)
+        self.context_weight = torch.cat([f.qkv_weight[kv_rows] for f in self.fused])  # [n·2·H_kv·D, d]
         weight = draft.fc.weight
+        self.offsets = torch.arange(self.max_length, device=weight.device)  # [L] a step's positions past its start
+        self._mask: torch.Tensor | None = None  # [1, 1, d] the mask token's embedding (`mask_embedding`)
+        self.rope = position_tables(*draft.rotary(torch.arange(self.max_length, device=weight.device), weight.dtype))
         shape = (max_batch, 2 * self.kv_heads, self.max_length, self.head_dim)
         self.kv = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in draft.layers]
         self.keys = [cache[:, : self.kv_heads] for cache in self.kv]  # [B_max, H_kv, L_max, D] views
@@ -45,57 +53,61 @@ class StaticDraft:
         for cache in self.kv:
             cache[destination].copy_(cache[source])
 
-    def _rope(self, positions: torch.Tensor, dtype: torch.dtype, rotated: int,
-              fast: bool) -> tuple[torch.Tensor, torch.Tensor]:
-        """positions [B, T] -> cos / signed sin [B, T, D] for the kernels (fast), else tables [B, T, rotated + H_kv,
-        D] for `rotate` over [rotated heads | v heads], v's heads unchanged (built once per step, for every layer)."""
-        cos, sin = self.draft.rotary(positions, dtype)  # [B, T, D]
+    def _rope(self, positions: torch.Tensor, rotated: int, fast: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kernels' position tables cos / signed sin [L, D] (fast), else tables [B, T, rotated + H_kv, D] for
+        `rotate` over [rotated heads | v heads] at positions [B, T], v's heads unchanged (once per step)."""
         if fast:
-            return cos, signed_sin(sin)
-        return rope_tables(cos, signed_sin(sin), rotated, self.kv_heads)
+            return self.rope
+        return rope_tables(self.rope[0][positions], self.rope[1][positions], rotated, self.kv_heads)
 
-    def _rotated_into_cache(self, index: int, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
-                            positions: torch.Tensor, rows: torch.Tensor | None, with_q: bool,
-                            fast: bool) -> torch.Tensor | None:
-        """Normed states h [B, T, d] of layer `index` -> k, v rotated and written into the layer's cache at positions;
-        returns the rotated q [B, T, H, D] (with_q) or None."""
-        attn, fused = self.draft.layers[index].self_attn, self.fused[index]
-        heads = self.heads * with_q
-        weight = fused.qkv_weight if with_q else fused.qkv_weight[self.heads * self.head_dim :]  # [(H+) 2·H_kv·D, d]
+    def _into_cache(self, index: int, qkv: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
+                    positions: torch.Tensor, rows: torch.Tensor | None, q_heads: int, fast: bool) -> torch.Tensor:
+        """Layer `index`'s projected heads qkv [B, T, q_heads + 2·H_kv, D] (q_heads 0: keys and values only) -> k, v
+        normed, rotated and written into the layer's cache at positions; returns the rotated q [B, T, H, D] (empty
+        when q_heads is 0)."""
+        attn = self.draft.layers[index].self_attn
         if fast:  # q/k norms, rotation and the cache write in one kernel
-            qkv = projected_heads(h, weight, None, heads, self.kv_heads, self.head_dim)
             norms = (attn.q_norm.weight, attn.k_norm.weight, norm_eps(attn.q_norm))
-            q = layer_kernels.rope_write(qkv, heads, self.kv_heads, *rope, self.kv[index], rows, positions, norms)
-            return q if with_q else None
-        qkv = projected_heads(h, weight, None, heads, self.kv_heads, self.head_dim, attn.q_norm, attn.k_norm)
+            return layer_kernels.rope_write(qkv, q_heads, self.kv_heads, *rope, self.kv[index], rows, positions, norms)
+        qkv = head_norms(qkv, q_heads, self.kv_heads, attn.q_norm, attn.k_norm)
         qkv = rotate(qkv, *rope)  # [B, T, (H +) 2·H_kv, D]
-        write_rows(self.kv[index], rows, positions, qkv[:, :, heads:].transpose(1, 2))
-        return qkv[:, :, :heads] if with_q else None
+        write_rows(self.kv[index], rows, positions, qkv[:, :, q_heads:].transpose(1, 2))
+        return qkv[:, :, :q_heads]
 
     @torch.inference_mode()
     def extend(self, features: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None = None) -> None:
         """Verified target features [B, T, m·d] for positions start_b … start_b+T−1 of rows [B] (None: 0 … B−1)."""
-        t = features.shape[1]
-        positions = start[:, None] + torch.arange(t, device=start.device)  # [B, T]
+        b, t = features.shape[:2]
+        positions = start[:, None] + self.offsets[:t]  # [B, T]
         context = self.draft.fuse(features.to(self.draft.fc.weight.dtype))  # [B, T, d]
         fast = layer_kernels.usable(context, self.head_dim)
-        rope = self._rope(positions, context.dtype, self.kv_heads, fast)
-        for index in range(len(self.kv)):
-            self._rotated_into_cache(index, context, rope, positions, rows, with_q=False, fast=fast)
+        rope = self._rope(positions, self.kv_heads, fast)
+        layers, per_layer = len(self.kv), 2 * self.kv_heads
+        kv = F.linear(context, self.context_weight).view(b, t, layers, per_layer, self.head_dim)  # [B, T, n, 2·H_kv, D]
+        for index in range(layers):
+            self._into_cache(index, kv[:, :, index], rope, positions, rows, 0, fast)
+
+    def mask_embedding(self) -> torch.Tensor:
+        """[1, 1, d] the mask token's embedding in the draft's dtype, which fills every block slot after the anchor
+        (taken once, from the embedding the draft is tied to)."""
+        if self._mask is None:
+            self.draft._require_embeddings()
+            row = self.draft.embed_tokens.weight[self.draft.config.mask_token_id]  # [d]
+            self._mask = row.to(self.draft.fc.weight.dtype)[None, None].clone()
+        return self._mask
 
     def _block_hidden(self, anchor: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None,
                       window: int) -> torch.Tensor:
         """The block [anchor, mask …] at positions start … start+block_size−1 -> final-normed states [B, γ_b, d]."""
         draft, b, size = self.draft, anchor.shape[0], self.block_size
-        draft._require_embeddings()
-        block_ids = torch.full((b, size), draft.config.mask_token_id, dtype=torch.long, device=anchor.device)
-        block_ids[:, 0] = anchor
-        positions = start[:, None] + torch.arange(size, device=anchor.device)  # [B, γ_b]
-        x = draft.embed_tokens(block_ids).to(draft.fc.weight.dtype)  # [B, γ_b, d]
+        mask = self.mask_embedding()  # [1, 1, d]
+        positions = start[:, None] + self.offsets[:size]  # [B, γ_b]
+        anchors = draft.embed_tokens(anchor[:, None]).to(mask.dtype)  # [B, 1, d]
+        x = torch.cat([anchors, mask.expand(b, size - 1, -1)], dim=1)  # [B, γ_b, d]: [anchor, mask …]
         fast = kernels_serve(x, self.heads, self.kv_heads, self.head_dim, size)
-        rope = self._rope(positions, x.dtype, self.heads + self.kv_heads, fast)
+        rope = self._rope(positions, self.heads + self.kv_heads, fast)
         if fast:  # the attention kernel masks by position: every slot sees keys up to the block's last position
-            last = (start + size - 1)[:, None].expand(b, size).contiguous()  # [B, γ_b]
+            last = positions[:, -1:].expand(b, size).contiguous()  # [B, γ_b]
         else:
             seen = torch.arange(window, device=anchor.device)[None] < (start + size)[:, None]  # [B, W]
             bias = attention_bias(seen[:, None, None, :].expand(b, 1, size, window), self.heads // self.kv_heads,
@@ -104,7 +116,8 @@ class StaticDraft:
         h = rms_norm(layers[0].input_layernorm, x)
         for index, (layer, cache) in enumerate(zip(layers, self.kv)):
             attn, fused = layer.self_attn, self.fused[index]
-            q = self._rotated_into_cache(index, h, rope, positions, rows, with_q=True, fast=fast)  # [B, γ_b, H, D]
+            qkv = F.linear(h, fused.qkv_weight).view(b, size, self.heads + 2 * self.kv_heads, self.head_dim)
+            q = self._into_cache(index, qkv, rope, positions, rows, self.heads, fast)  # [B, γ_b, H, D]
             if fast:
                 out = cache_attention.attend(q, cache, self.kv_heads, last, rows, window, None)  # [B, γ_b, H, D]
             else:
@@ -120,11 +133,13 @@ class StaticDraft:
 
     @torch.inference_mode()
     def propose(self, anchor: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None,
-                config: GenerationConfig, generator: torch.Generator | None, window: int | None = None) -> Proposal:
+                config: GenerationConfig, generator: torch.Generator | None, window: int | None = None,
+                confidence: bool = True) -> Proposal:
         """Draft one block per row after anchor [B], which sits at position start [B] (context holds < start) ->
-        tokens [B, γ], probs [B, γ, V] (sampling), confidence logits [B, γ] (with a confidence head). Attention
-        reads positions < window (default: all), which must cover start + block_size."""
+        tokens [B, γ], probs [B, γ, V] (sampling), confidence logits [B, γ] (with a confidence head, unless
+        `confidence` is False). Attention reads positions < window (default: all), which must cover start +
+        block_size."""
         hidden = self._block_hidden(anchor, start, rows, min(window or self.max_length, self.max_length))
         if self.draft.config.mode == "dflash":
             hidden = hidden[:, 1:]  # slot 0 predicts nothing; slot k predicts x_{p+k}
-        return decode_blocks(self.draft, hidden, anchor, config, generator)
+        return decode_blocks(self.draft, hidden, anchor, config, generator, confidence)

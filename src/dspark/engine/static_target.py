@@ -100,6 +100,14 @@ def causal_bias(positions: torch.Tensor, window: int, groups: int, dtype: torch.
     return attention_bias(visible[:, None], groups, dtype)
 
 
+def position_tables(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A rotary embedding's cos / sin [L, D] for positions 0 … L−1 -> (cos, signed sin) [L, D]: built once per engine
+    and read by position every step (`layer_kernels.rope_write` reads rows in place; the torch path indexes them),
+    so no step computes a cos or a sin. Each position's values are the ones a per-step call computes: θ_p = p·f is a
+    single fp32 product whatever the batch."""
+    return cos.contiguous(), signed_sin(sin).contiguous()
+
+
 def rope_tables(cos: torch.Tensor, sin_signed: torch.Tensor, rotated: int, kept: int) -> tuple[torch.Tensor,
                                                                                              torch.Tensor]:
     """cos, sin_signed [B, T, D] -> [B, T, rotated + kept, D]: the first `rotated` heads turn, the last `kept` heads
@@ -183,6 +191,9 @@ class StaticTarget:
         self.fused = [fuse_projections(layer) for layer in self.backbone.layers]  # 2 GEMMs where HF runs 5
         self.silu = getattr(cfg, "hidden_act", "silu") == "silu"  # layer_kernels.silu_mul's activation
         weight = target.lm_head.weight
+        self.offsets = torch.arange(self.max_length, device=weight.device)  # [L] a step's positions past its start
+        cos, sin = self.backbone.rotary_emb(weight[:0], self.offsets[None])  # [1, L, D] each, the model dtype
+        self.rope = position_tables(cos[0], sin[0])  # [L, D] each
         shape = (max_batch, 2 * self.kv_heads, self.max_length, self.head_dim)
         # one cache per layer, keys in heads 0 … H_kv−1 and values after them: one write per layer and token block
         self.kv = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in self.backbone.layers]
@@ -202,7 +213,7 @@ class StaticTarget:
                    positions: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor | None,
                    window: int, packing: Packing | None = None) -> torch.Tensor:
         """Normed states h [B, T, d] ([1, N, d] when packed) -> attention output of the same shape; writes the
-        block's keys/values into the layer's cache. bias None: the kernels (rope = cos, sin_signed [B, T, D]); else
+        block's keys/values into the layer's cache. bias None: the kernels (rope = cos, sin_signed tables [L, D]); else
         SDPA with bias [B, 1, G·T, W] (rope = tables [B, T, H + 2·H_kv, D] that turn q and k and leave v as it is:
         cos 1, sin 0 on v's heads)."""
         attn, fused = self.backbone.layers[index].self_attn, self.fused[index]
@@ -245,16 +256,15 @@ class StaticTarget:
         if tokens is not None and logits_at is not None:
             raise ValueError("a packed forward returns every computed slot's logits; logits_at is for prefills")
         packing = Packing(tokens, b, t) if tokens is not None else None
-        positions = start[:, None] + torch.arange(t, device=ids.device)  # [B, T]
+        positions = start[:, None] + self.offsets[:t]  # [B, T]
         x = self.backbone.embed_tokens(ids if packing is None else packing.gather(ids[..., None])[..., 0])  # [B,T,d]
         fast = kernels_serve(x, self.heads, self.kv_heads, self.head_dim, t)
-        cos, sin = self.backbone.rotary_emb(x, positions)  # [B, T, D]
-        rope = (cos, signed_sin(sin))
+        rope = self.rope  # cos, signed sin [L, D], read by position
         width = min(window or self.max_length, self.max_length)
         if fast:
-            biases = dict.fromkeys(self.windows)  # the kernels mask by position: no bias, no tables
+            biases = dict.fromkeys(self.windows)  # the kernels mask by position: no bias
         else:
-            rope = rope_tables(*rope, self.heads + self.kv_heads, self.kv_heads)
+            rope = rope_tables(rope[0][positions], rope[1][positions], self.heads + self.kv_heads, self.kv_heads)
             biases = {w: causal_bias(positions, width, self.heads // self.kv_heads, x.dtype, w)
                       for w in set(self.windows)}  # [B, 1, G·T, W] per distinct window, built once per forward
         features = [x] if -1 in self.layer_ids else []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from torch import nn
@@ -44,8 +45,9 @@ def choose_default() -> DefaultChoice:
     return DefaultChoice(SMOLLM2_MODEL_NAME, None)
 
 
-def load_default() -> tuple[str, nn.Module, Any, DSparkDraft]:
-    """(name, hf_model, tokenizer, draft) of the default; the draft is tied to the target by `model_source`."""
+def load_default() -> tuple[str, nn.Module, Any, DSparkDraft, Path]:
+    """(name, hf_model, tokenizer, draft, draft folder) of the default; the draft is tied to the target by
+    `model_source`."""
     from dspark.formats.native import load_draft
 
     choice = choose_default()
@@ -54,7 +56,7 @@ def load_default() -> tuple[str, nn.Module, Any, DSparkDraft]:
         from dspark.testbed.smollm2 import load_smollm2
 
         model, tokenizer = load_smollm2()
-        return choice.name, model, tokenizer, load_draft(smollm2_draft())
+        return choice.name, model, tokenizer, load_draft(smollm2_draft()), Path(smollm2_draft())
     log.warning("serving the testbed pair %s instead of %s: %s", choice.name, SMOLLM2_MODEL_NAME,
                 choice.fallback_reason)
     from dspark.testbed.draft_build import DraftRecipe, build_draft
@@ -63,4 +65,4 @@ def load_default() -> tuple[str, nn.Module, Any, DSparkDraft]:
     target_dir = build_target()
     draft_dir = build_draft(target_dir, DraftRecipe())
     model, tokenizer = load_target(target_dir)
-    return choice.name, model, tokenizer, load_draft(draft_dir)
+    return choice.name, model, tokenizer, load_draft(draft_dir), Path(draft_dir)

@@ -104,19 +104,23 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 
 
 def load_served_model(target_path: str | None = None, draft_path: str | None = None, name: str | None = None,
-                      device: str = "cpu", dtype: str = "float32") -> ServedModel:
-    """Load `--target PATH [--draft PATH]` (tokenizer from the target folder), or the embedded default."""
+                      device: str = "cpu", dtype: str = "float32", draft_vocab: int = 0) -> ServedModel:
+    """Load `--target PATH [--draft PATH]` (tokenizer from the target folder), or the embedded default; `draft_vocab`
+    K > 0: the draft scores only the K tokens of the counts beside it (FR-Spec, `dspark train token-counts`)."""
     if dtype not in DTYPES:
         raise ServeSetupError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
+    if draft_vocab < 0:
+        raise ServeSetupError(f"--draft-vocab {draft_vocab}: pass 0 for the whole vocabulary or a token count")
     if target_path is None:
         if draft_path is not None:
             raise ServeSetupError("--draft needs --target: a draft is built for one target model")
         from dspark.serve.default_model import load_default
 
-        default_name, hf_model, tokenizer, draft = load_default()
+        default_name, hf_model, tokenizer, draft, draft_folder = load_default()
         hf_model.to(device=device, dtype=DTYPES[dtype])
         draft.to(device=device, dtype=DTYPES[dtype])
-        return served_model(hf_model, tokenizer, draft, name or default_name)
+        served = served_model(hf_model, tokenizer, draft, name or default_name)
+        return _restricted(served, draft_folder, draft_vocab)
     folder = Path(target_path)
     if not (folder / "config.json").is_file():
         raise ServeSetupError(f"--target {target_path}: not a Hugging Face model folder (no config.json)")
@@ -133,4 +137,18 @@ def load_served_model(target_path: str | None = None, draft_path: str | None = N
         from dspark.formats.native import load_draft
 
         draft = load_draft(draft_path, device=device, dtype=DTYPES[dtype])
-    return served_model(hf_model, tokenizer, draft, name or folder.resolve().name)
+    elif draft_vocab:
+        raise ServeSetupError("--draft-vocab restricts the draft's vocabulary: give --draft too")
+    served = served_model(hf_model, tokenizer, draft, name or folder.resolve().name)
+    return _restricted(served, draft_path, draft_vocab)
+
+
+def _restricted(served: ServedModel, draft_folder: str | Path | None, draft_vocab: int) -> ServedModel:
+    """The served draft scoring only its K most frequent tokens (its LM head is tied by now); K = 0: unchanged."""
+    if not draft_vocab or served.draft is None:
+        return served
+    from dspark.model.draft_vocab import restrict_draft_vocab
+    from dspark.train.token_counts import draft_vocab_ids
+
+    restrict_draft_vocab(served.draft, draft_vocab_ids(draft_folder, draft_vocab, served.draft.config.vocab_size))
+    return served
