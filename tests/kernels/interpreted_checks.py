@@ -162,6 +162,10 @@ def static_target_agreement() -> dict[str, float]:
         prompts = [[5, 6, 7, 8, 9, 10, 11, 12, 13], [1, 2, 3]]  # the first prefill also runs through the kernels
         out[f"static target {arch}"] = max(static_target_differences(model, (0, 1), prompts, rows=[3, 0], steps=2,
                                                                      width=5, max_length=48))
+        # a prefill of G·T = 2 × 70 queries per row, past the attention kernel's tile: the layer kernels with SDPA
+        long = [[(7 * i) % 300 for i in range(70)]]
+        out[f"static target {arch} long prefill"] = max(static_target_differences(model, (0, 1), long, rows=[1],
+                                                                                  steps=1, width=5, max_length=96))
     return out
 
 

@@ -12,3 +12,8 @@ def test_cache_attention_equals_sdpa_for_rows_windows_and_block_widths(facts):
 def test_static_target_through_the_kernel_equals_the_hf_target_for_every_architecture(facts):
     for arch in ("llama", "qwen3", "qwen2", "mistral"):
         assert facts[f"static target {arch}"] < 1e-4, arch
+
+
+def test_a_prefill_too_long_for_the_attention_tile_runs_the_layer_kernels_with_sdpa_and_equals_hf(facts):
+    for arch in ("llama", "qwen3", "qwen2", "mistral"):
+        assert facts[f"static target {arch} long prefill"] < 1e-4, arch

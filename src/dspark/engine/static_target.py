@@ -4,7 +4,8 @@ A functional forward over the HF model's own submodules (embedding, decoder laye
 norm, LM head, and the model's own rotary embedding so RoPE scaling matches; Q/K/V and gate/up run as one GEMM each,
 see fused_layers.py), reporting logits and the features a DSpark draft reads, as `Target.forward` does. On CUDA, steps
 of a few tokens per row (verify, decoding) run the elementwise chains and the attention as Triton kernels
-(layer_kernels.py, cache_attention.py); the CPU and long prefills run the torch ops (SDPA). Keys/values of
+(layer_kernels.py, cache_attention.py); long prefills run the same elementwise kernels with SDPA for the attention,
+the CPU the torch ops. Keys/values of
 the new tokens are written into cache rows at their absolute positions with no host sync; entries past a row's
 position are masked, so a rejected draft's stale entries need no cropping: the next round overwrites them. Supports
 Llama, Qwen3, Qwen2 and Mistral targets, with full or sliding-window attention per layer (the window is a mask over
@@ -211,23 +212,29 @@ class StaticTarget:
 
     def _attention(self, index: int, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
                    positions: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor | None,
-                   window: int, packing: Packing | None = None) -> torch.Tensor:
+                   window: int, fast: bool, packing: Packing | None = None) -> torch.Tensor:
         """Normed states h [B, T, d] ([1, N, d] when packed) -> attention output of the same shape; writes the
-        block's keys/values into the layer's cache. bias None: the kernels (rope = cos, sin_signed tables [L, D]); else
-        SDPA with bias [B, 1, G·T, W] (rope = tables [B, T, H + 2·H_kv, D] that turn q and k and leave v as it is:
-        cos 1, sin 0 on v's heads)."""
+        block's keys/values into the layer's cache. fast: norms, rotation and the cache write in one kernel (rope =
+        cos, sin_signed tables [L, D]), then the attention kernel (bias None) or SDPA with bias [B, 1, G·T, W]; else
+        the torch ops and SDPA (rope = tables [B, T, H + 2·H_kv, D] that turn q and k and leave v as it is: cos 1,
+        sin 0 on v's heads)."""
         attn, fused = self.backbone.layers[index].self_attn, self.fused[index]
         b, t = positions.shape
         unpack, pack = (packing.scatter, packing.gather) if packing is not None else (_same, _same)
         heads, kv, dim = self.heads, self.kv_heads, self.head_dim
         qwen3 = getattr(attn, "q_norm", None) is not None  # per-head norms of q and k before RoPE
-        if bias is None:  # norms + rotation + cache write in one kernel; attention reads q in place and the cache
+        if fast:  # attention reads q in place and the cache
             qkv = unpack(projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim))  # [B, T, H+2·H_kv, D]
             norms = (attn.q_norm.weight, attn.k_norm.weight, norm_eps(attn.q_norm)) if qwen3 else None
             q = layer_kernels.rope_write(qkv, heads, kv, *rope, self.kv[index], rows, positions, norms)  # [B,T,H,D]
-            out = cache_attention.attend(q, self.kv[index], kv, positions, rows, window, attn.scaling,
-                                         self.windows[index])  # [B, T, H, D]
-            return attn.o_proj(pack(out.view(b, t, heads * dim)))
+            if bias is None:
+                out = cache_attention.attend(q, self.kv[index], kv, positions, rows, window, attn.scaling,
+                                             self.windows[index])  # [B, T, H, D]
+            else:  # too many queries per row for the attention kernel's tile (a prefill)
+                keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
+                values = read_rows(self.values[index], rows, b, window)
+                out = grouped_attention(q.transpose(1, 2), keys, values, bias, attn.scaling).transpose(1, 2)
+            return attn.o_proj(pack(out.reshape(b, t, heads * dim)))
         norms = {"q_norm": lambda y: rms_norm(attn.q_norm, y), "k_norm": lambda y: rms_norm(attn.k_norm, y)}
         qkv = projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim, **(norms if qwen3 else {}))
         qkv = rotate(unpack(qkv), *rope)  # [B, T, H + 2·H_kv, D]
@@ -258,20 +265,24 @@ class StaticTarget:
         packing = Packing(tokens, b, t) if tokens is not None else None
         positions = start[:, None] + self.offsets[:t]  # [B, T]
         x = self.backbone.embed_tokens(ids if packing is None else packing.gather(ids[..., None])[..., 0])  # [B,T,d]
-        fast = kernels_serve(x, self.heads, self.kv_heads, self.head_dim, t)
+        # the layer kernels serve every step on CUDA; the attention kernel only steps of few queries per row (a
+        # prefill attends through SDPA with a bias, its other steps still run as kernels)
+        fast = layer_kernels.usable(x, self.head_dim)
         rope = self.rope  # cos, signed sin [L, D], read by position
         width = min(window or self.max_length, self.max_length)
-        if fast:
-            biases = dict.fromkeys(self.windows)  # the kernels mask by position: no bias
+        if kernels_serve(x, self.heads, self.kv_heads, self.head_dim, t):
+            biases = dict.fromkeys(self.windows)  # the attention kernel masks by position: no bias
         else:
-            rope = rope_tables(rope[0][positions], rope[1][positions], self.heads + self.kv_heads, self.kv_heads)
+            if not fast:
+                rope = rope_tables(rope[0][positions], rope[1][positions], self.heads + self.kv_heads, self.kv_heads)
             biases = {w: causal_bias(positions, width, self.heads // self.kv_heads, x.dtype, w)
                       for w in set(self.windows)}  # [B, 1, G·T, W] per distinct window, built once per forward
         features = [x] if -1 in self.layer_ids else []
         layers = self.backbone.layers
         h = rms_norm(layers[0].input_layernorm, x)
         for index, layer in enumerate(layers):
-            attended = self._attention(index, h, rope, positions, rows, biases[self.windows[index]], width, packing)
+            attended = self._attention(index, h, rope, positions, rows, biases[self.windows[index]], width, fast,
+                                       packing)
             x, h = added_norm(x, attended, layer.post_attention_layernorm, fast)
             following = layers[index + 1].input_layernorm if index + 1 < len(layers) else self.backbone.norm
             x, h = added_norm(x, self._mlp(index, h, fast), following, fast)  # h: the next layer's input
@@ -290,8 +301,9 @@ def _same(x: torch.Tensor) -> torch.Tensor:
 
 
 def kernels_serve(x: torch.Tensor, heads: int, kv_heads: int, head_dim: int, t: int) -> bool:
-    """Whether a step of t new positions per row runs the Triton kernels (CUDA, few queries per row: verify, decoding
-    and draft steps) or the torch ops (CPU, and prefills whose G·T queries per row exceed the attention tile)."""
+    """Whether a step of t new positions per row runs all the Triton kernels, attention included (CUDA, few queries
+    per row: verify, decoding and draft steps), rather than SDPA for the attention (prefills whose G·T queries per
+    row exceed the attention tile) or the torch ops throughout (CPU)."""
     return cache_attention.usable(x, head_dim, heads // kv_heads * t) and layer_kernels.usable(x, head_dim)
 
 
