@@ -65,3 +65,18 @@ def model_dirs(tmp_path_factory, tiny_pair, tokenizer):
     tokenizer.save_pretrained(root / "target")
     save_draft(draft, root / "draft")
     return root / "target", root / "draft"
+
+
+@pytest.fixture(scope="session")
+def counted_draft(tmp_path_factory, model_dirs):
+    """A copy of the draft folder with token counts beside it (`dspark train token-counts`), for --draft-vocab."""
+    import shutil
+
+    import torch
+
+    from dspark.train.token_counts import TOKEN_COUNTS_NAME, save_token_counts
+
+    folder = tmp_path_factory.mktemp("counted") / "draft"
+    shutil.copytree(model_dirs[1], folder)
+    save_token_counts(torch.arange(260), folder / TOKEN_COUNTS_NAME)
+    return folder

@@ -129,22 +129,14 @@ def test_bench_without_a_subcommand_prints_help_and_exits_2(capsys):
     assert "acceptance" in capsys.readouterr().err
 
 
-def test_acceptance_with_a_draft_vocabulary_records_k_and_without_counts_exits_2(model_dirs, tmp_path, capsys):
-    import shutil
-
-    import torch
-
-    from dspark.train.token_counts import TOKEN_COUNTS_NAME, save_token_counts
-
+def test_acceptance_with_a_draft_vocabulary_records_k_and_without_counts_exits_2(model_dirs, counted_draft, tmp_path,
+                                                                                 capsys):
     target, draft = model_dirs
     argv = ["bench", "acceptance", "--target", str(target), "--suite", "math", "--limit", "1", "--temperature", "0",
             "--max-new-tokens", "8", "--draft-vocab", "64", "--no-progress"]
     assert main([*argv, "--draft", str(draft)]) == 2
     assert "dspark train token-counts" in capsys.readouterr().err
-    counted = tmp_path / "draft"
-    shutil.copytree(draft, counted)
-    save_token_counts(torch.arange(260), counted / TOKEN_COUNTS_NAME)
     out = tmp_path / "acc.json"
-    assert main([*argv, "--draft", str(counted), "--out", str(out)]) == 0
+    assert main([*argv, "--draft", str(counted_draft), "--out", str(out)]) == 0
     result = load_result(out)
     assert result.settings["draft_vocab"] == 64 and "--draft-vocab 64" in result.run.command

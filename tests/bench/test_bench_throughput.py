@@ -322,13 +322,7 @@ def test_a_repeat_cut_by_the_budget_is_left_out_of_the_median_and_named_in_the_n
         ThroughputSettings(repeats=0)
 
 
-def test_cli_with_a_draft_vocabulary_stays_lossless_and_records_k(model_dirs, tmp_path, capsys):
-    import shutil
-
-    import torch
-
-    from dspark.train.token_counts import TOKEN_COUNTS_NAME, save_token_counts
-
+def test_cli_with_a_draft_vocabulary_stays_lossless_and_records_k(model_dirs, counted_draft, tmp_path, capsys):
     target, draft = model_dirs
     prompts = tmp_path / "p.jsonl"
     prompts.write_text(json.dumps({"prompt": "Count: 1 2 3"}) + "\n")
@@ -337,11 +331,8 @@ def test_cli_with_a_draft_vocabulary_stays_lossless_and_records_k(model_dirs, tm
             "--warmup-tokens", "0", "--draft-vocab", "64", "--no-progress"]
     assert main([*argv, "--draft", str(draft)]) == 2  # no counts beside the draft
     assert "dspark train token-counts" in capsys.readouterr().err
-    counted = tmp_path / "draft"
-    shutil.copytree(draft, counted)
-    save_token_counts(torch.arange(260), counted / TOKEN_COUNTS_NAME)
     out = tmp_path / "t.json"
-    assert main([*argv, "--draft", str(counted), "--out", str(out)]) == 0
+    assert main([*argv, "--draft", str(counted_draft), "--out", str(out)]) == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert [r["lossless"] for r in last["rows"] if r["method"] == "dspark"] == [True]
     result = load_result(out)

@@ -32,27 +32,20 @@ def test_gated_head_through_the_kernel_picks_its_own_steps_tokens_for_fp32_and_b
         assert facts[f"{key}/mismatches"] == 0, key
 
 
-def test_engines_with_a_gated_draft_through_the_kernel_stay_lossless_and_accept_as_eager(facts):
-    assert facts["gated_kernel_calls"] > 10  # the gated head went through the kernel, not the eager loop
-    assert facts["gated_batch1_equals_target"] == [True, True, True]
-    assert facts["gated_batched_equals_target"] == [True, True, True]
-    assert facts["gated_same_acceptance_as_eager"] == [True, True, True]
-    assert facts["gated_batched_acceptance_as_eager"] == [True, True, True]
-    assert facts["gated_accepted"] > 0
+@pytest.mark.parametrize("draft", ["gated", "vocab"], ids=["gated head", "draft vocabulary"])
+def test_engines_through_the_kernel_stay_lossless_and_accept_as_eager_with_a_gated_head_or_a_draft_vocabulary(
+        facts, draft):
+    assert facts[f"{draft}_kernel_calls"] > 10  # the draft went through the kernel, not the eager loop
+    assert facts[f"{draft}_batch1_equals_target"] == [True, True, True]
+    assert facts[f"{draft}_batched_equals_target"] == [True, True, True]
+    assert facts[f"{draft}_same_acceptance_as_eager"] == [True, True, True]
+    assert facts[f"{draft}_batched_acceptance_as_eager"] == [True, True, True]
+    assert facts[f"{draft}_accepted"] > 0
 
 
 def test_fused_decode_over_a_draft_vocabulary_picks_the_eager_loops_full_ids(facts):
     assert facts["vocab/float32/mismatches"] == 0
     assert facts["vocab/bfloat16/mismatches"] == 0
-
-
-def test_engines_with_a_draft_vocabulary_through_the_kernel_stay_lossless_and_accept_as_eager(facts):
-    assert facts["vocab_kernel_calls"] > 10  # the restricted draft went through the kernel, not the eager loop
-    assert facts["vocab_batch1_equals_target"] == [True, True, True]
-    assert facts["vocab_batched_equals_target"] == [True, True, True]
-    assert facts["vocab_same_acceptance_as_eager"] == [True, True, True]
-    assert facts["vocab_batched_acceptance_as_eager"] == [True, True, True]
-    assert facts["vocab_accepted"] > 0
 
 
 def test_fused_decode_rejects_a_vocabulary_that_does_not_fit_the_logits():
