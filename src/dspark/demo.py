@@ -245,17 +245,14 @@ def load_demo(options: DemoOptions, on_stage: Callable[[str], None] = lambda mes
 
 def _restrict(draft: DSparkDraft, draft_path: Path, requested: int | None) -> int:
     """Give the draft its frequency-ranked vocabulary (from the token counts beside it) -> K, or 0 for all ids."""
-    from dspark.model.draft_vocab import restrict_draft_vocab
-    from dspark.train.token_counts import TOKEN_COUNTS_NAME, draft_vocab_ids
+    from dspark.train.token_counts import TOKEN_COUNTS_NAME, restrict_by_counts
 
     has_counts = (draft_path / TOKEN_COUNTS_NAME).is_file()
     k = (DEFAULT_DRAFT_VOCAB if has_counts else 0) if requested is None else requested
     if k and k < draft.config.vocab_size and not has_counts:
         raise DemoSetupError(f"--draft-vocab {k}: {draft_path} has no {TOKEN_COUNTS_NAME} to rank tokens by; write it "
                              f"with `dspark train token-counts`, or pass --draft-vocab 0")
-    ids = draft_vocab_ids(draft_path, k, draft.config.vocab_size)
-    restrict_draft_vocab(draft, ids)
-    return 0 if ids is None else k
+    return 0 if restrict_by_counts(draft, draft_path, k) is None else k
 
 
 def warm_up(target: Target, draft: DSparkDraft, prompt: Sequence[int], config: GenerationConfig) -> None:

@@ -91,11 +91,10 @@ def load_models(target_path: str | Path, draft_path: str | Path, tokenizer_path:
     target.check_draft(draft.config)
     if draft_vocab:
         from dspark.engine.generate import prepare_pair
-        from dspark.model.draft_vocab import restrict_draft_vocab
-        from dspark.train.token_counts import draft_vocab_ids
+        from dspark.train.token_counts import restrict_by_counts
 
         prepare_pair(target, draft)  # the target's LM head, whose rows the draft vocabulary takes
-        restrict_draft_vocab(draft, draft_vocab_ids(draft_path, draft_vocab, draft.config.vocab_size))
+        restrict_by_counts(draft, draft_path, draft_vocab)
     plan_cpu_layout(target.model, draft)  # CPU only: faster few-row GEMMs (engine/cpu_layout.py)
     limits = [int(draft.config.max_position_embeddings)]
     target_limit = getattr(target.model.config, "max_position_embeddings", None)

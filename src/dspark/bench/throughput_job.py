@@ -109,11 +109,10 @@ def load_throughput_models(target: str | Path, draft: str | None = None, dflash_
         if drafts[0] is None:
             raise BenchError("--draft-vocab restricts the DSpark draft: give --draft too")
         from dspark.engine.generate import prepare_pair
-        from dspark.model.draft_vocab import restrict_draft_vocab
-        from dspark.train.token_counts import draft_vocab_ids
+        from dspark.train.token_counts import restrict_by_counts
 
         prepare_pair(Target(model, drafts[0].config.target_layer_ids), drafts[0])  # the LM head the rows come from
-        restrict_draft_vocab(drafts[0], draft_vocab_ids(draft, draft_vocab, drafts[0].config.vocab_size))
+        restrict_by_counts(drafts[0], draft, draft_vocab)
     helper = None
     if assistant is not None:
         if not (Path(assistant) / "config.json").is_file():

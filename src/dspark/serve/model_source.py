@@ -147,8 +147,7 @@ def _restricted(served: ServedModel, draft_folder: str | Path | None, draft_voca
     """The served draft scoring only its K most frequent tokens (its LM head is tied by now); K = 0: unchanged."""
     if not draft_vocab or served.draft is None:
         return served
-    from dspark.model.draft_vocab import restrict_draft_vocab
-    from dspark.train.token_counts import draft_vocab_ids
+    from dspark.train.token_counts import restrict_by_counts
 
-    restrict_draft_vocab(served.draft, draft_vocab_ids(draft_folder, draft_vocab, served.draft.config.vocab_size))
+    restrict_by_counts(served.draft, draft_folder, draft_vocab)
     return served

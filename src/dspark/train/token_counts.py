@@ -2,19 +2,24 @@
 most frequent of them: the ranking a draft vocabulary (FR-Spec, `dspark.model.draft_vocab`) drafts from.
 
 The counts live beside a draft as `token_counts.safetensors` (one int64 tensor `counts` [V]), so a user picks K at
-load time. What it does not do: restrict a draft (`restrict_draft_vocab`) or decide whether K is worth it (the demo
-and `benchmarks/results/cpu_profile/` measure that).
+load time; `restrict_by_counts` hands a draft its top K (through `restrict_draft_vocab`). What it does not do: decide
+whether K is worth it (the demo and `benchmarks/results/cpu_profile/` measure that).
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from safetensors.torch import load_file, save_file
 
 from dspark.files import atomic_write
 from dspark.train.data import Example
+
+if TYPE_CHECKING:
+    from dspark.model.draft import DSparkDraft
+    from dspark.model.draft_vocab import DraftVocab
 
 TOKEN_COUNTS_NAME = "token_counts.safetensors"
 
@@ -76,3 +81,11 @@ def draft_vocab_ids(draft_path: str | Path, k: int, vocab_size: int) -> torch.Te
     if not k or k >= vocab_size:
         return None
     return top_tokens(load_token_counts(draft_path, vocab_size), k)
+
+
+def restrict_by_counts(draft: DSparkDraft, folder: str | Path, k: int) -> DraftVocab | None:
+    """Let a draft that has its LM head (tied to the target's) score only the top-k tokens of the counts in `folder`
+    (`restrict_draft_vocab`); k 0, or k ≥ the vocabulary: the whole vocabulary. Returns the draft vocabulary or None."""
+    from dspark.model.draft_vocab import restrict_draft_vocab
+
+    return restrict_draft_vocab(draft, draft_vocab_ids(folder, k, draft.config.vocab_size))
