@@ -42,7 +42,7 @@ class StaticDraft:
         weight = draft.fc.weight
         self.offsets = torch.arange(self.max_length, device=weight.device)  # [L] a step's positions past its start
         self._mask: torch.Tensor | None = None  # [1, 1, d] the mask token's embedding (`mask_embedding`)
-        self.rope = position_tables(*draft.rotary(torch.arange(self.max_length, device=weight.device), weight.dtype))
+        self.rope = position_tables(*draft.rotary(self.offsets, weight.dtype))  # cos, signed sin [L, D]
         shape = (max_batch, 2 * self.kv_heads, self.max_length, self.head_dim)
         self.kv = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in draft.layers]
         self.keys = [cache[:, : self.kv_heads] for cache in self.kv]  # [B_max, H_kv, L_max, D] views
