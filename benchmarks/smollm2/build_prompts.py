@@ -8,7 +8,8 @@ Sources (none overlaps the held-out benchmark suites: HumanEval, GSM8K from luce
   stubs — the same functions and the CodeI/O tasks as stubs (signature + docstring in a code block, "write a
           solution … that passes the tests"), the shape of an instruction-style HumanEval prompt, --code-stubs N;
           documented methods as such stubs, self / cls dropped, --method-stubs N; documented private functions and
-          methods under their public name, --private-stubs N
+          methods under their public name, --private-stubs N; functions and methods whose docstrings hold `>>>`
+          examples, up to 2,000 characters, --doctest-stubs N; CodeI/O tasks with worked examples, --codeio-doctests N
   codeio — reasoning-gym's CodeI/O tasks (task + input/output spec → "write main_solution(...)"), --codeio N
   math  — GSM-style word problems and arithmetic from `reasoning-gym` generators (seeds far from the bench's)
   gsm8k — GSM8K's train-split questions, shipped in data/ (the suite's problems are from its test split), --gsm8k-train N
@@ -21,7 +22,6 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
-import gzip
 import hashlib
 import json
 import random
@@ -29,6 +29,7 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+from codeio_doctests import codeio_doctest_stubs, codeio_rows, main_signature
 from contamination import read_jsonl
 
 from dspark.bench.sources.gsm8k import MATH_SUFFIX  # the GSM8K suite's instruction: training prompts share it
@@ -92,24 +93,24 @@ def _parsed_sources(roots: list[Path]):
             continue
 
 
-def _documented(tree: ast.AST, private: bool = False) -> list[tuple[str, str, str]]:
+def _documented(tree: ast.AST, private: bool = False, max_chars: int = 600) -> list[tuple[str, str, str]]:
     """(name, arguments, docstring) of each public function (private: each `_private` one, dunders never) with a
-    40–600 character ASCII docstring."""
+    40–max_chars character ASCII docstring."""
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.FunctionDef):
             continue
         if (node.name.startswith("_") and not node.name.endswith("__")) if private else not node.name.startswith("_"):
             doc = ast.get_docstring(node)
-            if doc and 40 <= len(doc) <= 600 and doc.isascii():
+            if doc and 40 <= len(doc) <= max_chars and doc.isascii():
                 out.append((node.name, ast.unparse(node.args), doc))
     return out
 
 
 @functools.lru_cache(maxsize=None)
-def _documented_in(roots: tuple[Path, ...], private: bool = False) -> list[tuple[str, str, str]]:
+def _documented_in(roots: tuple[Path, ...], private: bool = False, max_chars: int = 600) -> list[tuple[str, str, str]]:
     """Every documented public (or private) function of the sources (stdlib + roots), parsed once per stub set."""
-    return [f for _, tree in _parsed_sources(list(roots)) for f in _documented(tree, private)]
+    return [f for _, tree in _parsed_sources(list(roots)) for f in _documented(tree, private, max_chars)]
 
 
 def code_prompts(n: int, rng: random.Random, roots: list[Path] = (), chunk_offset: int = 0) -> list[dict]:
@@ -174,6 +175,22 @@ def private_stub_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> 
     return _unique_sample(out, n, rng)
 
 
+def doctest_stub_prompts(n: int, rng: random.Random, roots: list[Path] = ()) -> list[dict]:
+    """Documented functions and methods, public or private, whose docstrings hold `>>>` examples (HumanEval's own
+    layout) and run up to 2,000 characters, as stubs under their public name (run 23; the earlier stub sets stopped
+    at 600 characters)."""
+    found = _documented_in(tuple(roots), False, 2000) + _documented_in(tuple(roots), True, 2000)
+    out = [_stub(public_signature(name, args), doc) for name, args, doc in found if ">>>" in doc]
+    return _unique_sample(out, n, rng)
+
+
+def codeio_doctest_prompts(n: int, rng: random.Random) -> list[dict]:
+    """reasoning-gym's CodeI/O tasks as stubs with worked `>>>` examples from their own code (codeio_doctests.py)."""
+    out = [{"id": f"stub-{_digest(p)}", "messages": [{"role": "user", "content": p}]}
+           for p in (f"{STUB_REQUEST}{code}```" for code in codeio_doctest_stubs(n, rng))]
+    return _unique_sample(out, n, rng)
+
+
 def public_signature(name: str, args: str) -> str:
     """A private function's or method's stub signature: "_parse", "self, text" → "parse(text)"."""
     method = _first_parameter(args) in ("self", "cls")
@@ -182,20 +199,8 @@ def public_signature(name: str, args: str) -> str:
 
 def _codeio_tasks() -> list[tuple[str, str, str]]:
     """reasoning-gym's CodeI/O tasks as (signature of main_solution, task description, input/output spec)."""
-    import reasoning_gym
-
-    folder = Path(reasoning_gym.__file__).parent / "data"
-    out = []
-    for name in ("codeio.jsonl.gz", "codeio-hq.jsonl.gz"):
-        text = gzip.decompress((folder / name).read_bytes()).decode("utf-8")
-        rows = json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x]
-        for row in rows:
-            signature = next((line.strip().removeprefix("def ").rstrip(":")
-                              for line in row.get("code_sample", "").splitlines()
-                              if line.startswith("def main_solution")), None)
-            if signature:
-                out.append((signature, row["task_description"].strip(), row.get("input_output_spec", "").strip()))
-    return out
+    return [(signature, row["task_description"].strip(), row.get("input_output_spec", "").strip())
+            for row in codeio_rows() if (signature := main_signature(row.get("code_sample", "")))]
 
 
 def codeio_prompts(n: int, rng: random.Random) -> list[dict]:
@@ -253,6 +258,10 @@ def main() -> None:
                         help="documented methods as function stubs, self / cls dropped (the functions ran out in run 11)")
     parser.add_argument("--private-stubs", type=int, default=0,
                         help="documented private functions and methods as stubs under their public name (run 22)")
+    parser.add_argument("--doctest-stubs", type=int, default=0,
+                        help="functions and methods whose docstrings hold >>> examples, up to 2,000 characters (run 23)")
+    parser.add_argument("--codeio-doctests", type=int, default=0,
+                        help="CodeI/O tasks as stubs with worked >>> examples from their own code (up to ~4,200)")
     parser.add_argument("--gsm8k-train", type=int, default=0,
                         help="GSM8K train-split questions (up to 7,473; data/README.md), the GSM8K suite's own shape")
     parser.add_argument("--later-turns", action="store_true", help="chat: also later user turns, with context")
@@ -275,6 +284,10 @@ def main() -> None:
         records += method_stub_prompts(args.method_stubs, rng, args.code_roots)
     if args.private_stubs:
         records += private_stub_prompts(args.private_stubs, rng, args.code_roots)
+    if args.doctest_stubs:
+        records += doctest_stub_prompts(args.doctest_stubs, rng, args.code_roots)
+    if args.codeio_doctests:
+        records += codeio_doctest_prompts(args.codeio_doctests, rng)
     if args.gsm8k_train:
         records += gsm8k_train_prompts(args.gsm8k_train, rng)
     seen = {r["id"] for path in args.exclude for r in read_jsonl(path)}
