@@ -56,7 +56,7 @@ def _timeout(signum, frame):
 def _examples(job: tuple[str, str, int, int]) -> list[tuple[str, str]]:
     """(call, result) pairs of one task, or [] when its code fails, hangs or gives values too long to show."""
     code, generator, seed, count = job
-    signal.signal(signal.SIGALRM, _timeout)
+    previous = signal.signal(signal.SIGALRM, _timeout)
     signal.alarm(2)
     out = []
     try:
@@ -78,6 +78,7 @@ def _examples(job: tuple[str, str, int, int]) -> list[tuple[str, str]]:
         out = []
     finally:
         signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
     return out if len(out) == count else []
 
 
