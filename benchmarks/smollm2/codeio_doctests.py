@@ -1,9 +1,9 @@
 """reasoning-gym's CodeI/O tasks as HumanEval-shaped stubs whose docstrings hold worked `>>>` examples (run 23).
 
 Each task ships a reference `main_solution` and a `generate_inputs(rng)`; this module runs both in worker processes
-(two seconds per task at most, a task that fails or hangs is dropped; in a scratch folder, since some write files) to get real input/output pairs, rounds the
-floats so an example reads like one a person would write, and formats the stub: the signature, the task description
-and the examples. The prompts carry no solution; SmolLM2 writes its own when the set is regenerated. It reads the
+(two seconds per task at most, a task that fails or hangs is dropped; in a scratch folder, since some write files) to
+get real input/output pairs, rounds the floats so an example reads like one a person would write, and formats the
+stub: the signature, the task description and the examples. The prompts carry no solution; SmolLM2 writes its own when the set is regenerated. It reads the
 package's data and runs its code; it does not regenerate or train.
 """
 from __future__ import annotations
@@ -63,9 +63,9 @@ def _examples(job: tuple[str, str, int, int]) -> list[tuple[str, str]]:
         solution_ns, generator_ns = {"__name__": "codeio"}, {"__name__": "codeio", "Random": random.Random}
         exec(code, solution_ns)
         exec(generator, generator_ns)
+        generate = generator_ns.get("generate_inputs") or generator_ns["generate_input"]  # both names occur
         rng = random.Random(seed)
         for _ in range(count * 3):
-            generate = generator_ns.get("generate_inputs") or generator_ns["generate_input"]  # both names occur
             inputs = json.loads(json.dumps(_rounded(generate(rng), 2)))
             result = json.loads(json.dumps(solution_ns["main_solution"](**inputs)))
             call = "main_solution(" + ", ".join(f"{k}={v!r}" for k, v in inputs.items()) + ")"
@@ -88,7 +88,7 @@ TYPING = ("List", "Dict", "Tuple", "Optional", "Union", "Any", "Set")
 def doctest_stub(signature: str, task: str, examples: list[tuple[str, str]]) -> str:
     """The stub's code in HumanEval's layout: the typing import its signature needs, the signature, then a docstring
     of the task (wrapped) and its examples."""
-    used = [name for name in TYPING if re.search(rf"\b{name}\[|\b{name}\b", signature)]
+    used = [name for name in TYPING if re.search(rf"\b{name}\b", signature)]
     lines = [f"from typing import {', '.join(used)}", "", ""] if used else []
     lines += [f"def {signature}:", textwrap.fill(task.strip(), 96, initial_indent='    """', subsequent_indent="    "), ""]
     for call, result in examples:
