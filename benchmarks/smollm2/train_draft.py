@@ -50,7 +50,7 @@ from dspark.formats.native import load_draft, save_draft, write_json  # noqa: E4
 from dspark.model.draft import DSparkDraft  # noqa: E402
 from dspark.train.calibrate import fit_sts, full_block_rounds, save_calibration  # noqa: E402
 from dspark.train.data import load_prompts, read_examples, render_prompt  # noqa: E402
-from dspark.train.grow import grow_draft  # noqa: E402
+from dspark.train.grow import grow_draft, widen_draft  # noqa: E402
 from dspark.train.hidden import OnlineHiddenStates  # noqa: E402
 from dspark.train.recipe import DRAFT_MODES, draft_config_from_target  # noqa: E402
 from dspark.train.regenerate import regenerate  # noqa: E402
@@ -156,11 +156,12 @@ def base_mode(name: str) -> str:
 
 def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_SHAPE["num_layers"],
                markov_rank: int = DRAFT_SHAPE["markov_rank"], first_slot: bool = True,
-               markov_head: str = "vanilla") -> DSparkDraft:
+               markov_head: str = "vanilla", intermediate: int | None = None) -> DSparkDraft:
     """A fresh draft of `layers` layers and a Markov head of `markov_rank` (seed 0; none in DFlash mode), or with `init`
     the weights of that draft folder (fine-tuning; fp32 masters), grown to `layers` layers when it has fewer
     (dspark.train.grow: the same outputs at the first step). `first_slot` False: no Markov bias at the first slot.
-    `markov_head`: the Markov head of a fresh draft (vanilla, gated or rnn; dspark.model.heads)."""
+    `markov_head`: the Markov head of a fresh draft (vanilla, gated or rnn; dspark.model.heads). `intermediate`: MLP
+    units of a fresh draft, or of an `init` draft widened to them (dspark.train.grow.widen_draft)."""
     layout, heads = MODES[base_mode(mode)]
     if init is not None:
         draft = load_draft(init, device=DEVICE)
@@ -169,9 +170,13 @@ def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_S
         if layers > draft.config.num_hidden_layers:
             log(f"grow: {init} from {draft.config.num_hidden_layers} to {layers} layers")
             draft = grow_draft(draft, layers)
+        if intermediate is not None and intermediate > draft.config.intermediate_size:
+            log(f"widen: {init} from {draft.config.intermediate_size} to {intermediate} MLP units")
+            draft = widen_draft(draft, intermediate)
     else:
         shape = {**DRAFT_SHAPE, "num_layers": layers, "markov_rank": markov_rank, "markov_head_type": markov_head}
         config = draft_config_from_target(model.config, mode=layout, heads=heads, **shape)
+        config = config.replace(intermediate_size=intermediate) if intermediate else config
         torch.manual_seed(0)
         draft = DSparkDraft(config).to(DEVICE)
     draft.config = draft.config.replace(markov_first_slot=first_slot)  # (normalised to True without a Markov head)
@@ -184,7 +189,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
                 save_every: int = 0, resume: bool = False, dspark_weights: dict | None = None,
                 init: Path | None = None, cache_gib: float = 0, group: int = 0, stop_by: float | None = None,
                 layers: int = DRAFT_SHAPE["num_layers"], markov_rank: int = DRAFT_SHAPE["markov_rank"],
-                first_slot: bool = True, markov_head: str = "vanilla") -> dict:
+                first_slot: bool = True, markov_head: str = "vanilla", intermediate: int | None = None) -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
     dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)
@@ -196,7 +201,8 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     `layers`: draft layers of a fresh draft, or of an `init` draft grown deeper (the shipped one: run 9's 2 grown to 5).
     `markov_rank`: the Markov head's rank of a fresh DSpark-headed draft (runs 2-13: 32; the paper's: 256).
     `first_slot` False: the DSpark-headed drafts get no Markov bias at their first drafted slot (run 16).
-    `markov_head`: their Markov head (vanilla; the paper's RNN head rnn; DeepSpec's gated). `modes` may hold
+    `markov_head`: their Markov head (vanilla; the paper's RNN head rnn; DeepSpec's gated). `intermediate`: MLP
+    units (a fresh draft's, or an `init` draft widened; _new_draft). `modes` may hold
     variants `<mode>-<label>` (base_mode), e.g. two settings of one mode in one --work, one call each.
     `stop_by`: Unix time at which a run stops after its step with a checkpoint, as on SIGTERM (run 9 lost 190 steps
     when a call's SIGTERM went unanswered; the deadline needs no signal)."""
@@ -207,7 +213,8 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     plan_file = work / "train-plan.json"
     results = {}
     # the MFU estimate's shape
-    reference = _new_draft(model, "dspark", init if "dspark" in modes else None, layers, markov_rank)
+    reference = _new_draft(model, "dspark", init if "dspark" in modes else None, layers, markov_rank,
+                           intermediate=intermediate)
     source = OnlineHiddenStates(Target(model, reference.config.target_layer_ids), examples,
                                 cache_bytes=int(cache_gib * 2**30))
     if not steps and plan_file.is_file():
@@ -218,10 +225,11 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
         write_json(plan_file, {"steps": steps, "lr": lr, "batch": batch, "anchors": anchors, "loss_backend": backend,
                                "attention": attention, "group_by_length": group, "markov_rank": markov_rank,
                                "markov_first_slot": first_slot, "markov_head_type": markov_head,
+                               "intermediate_size": intermediate,
                                **(dspark_weights or {})})
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in modes:
-        draft = _new_draft(model, mode, init, layers, markov_rank, first_slot, markov_head)
+        draft = _new_draft(model, mode, init, layers, markov_rank, first_slot, markov_head, intermediate)
         config = TrainConfig(steps=steps, **base, **(dspark_weights or {})) if MODES[base_mode(mode)][1] \
             else TrainConfig.dflash(steps=steps, **base)
         run_dir = work / mode
@@ -399,6 +407,9 @@ def main() -> None:
     parser.add_argument("--draft-layers", type=int, default=DRAFT_SHAPE["num_layers"],
                         help="train: layers of a fresh draft, or of an --init draft grown deeper (int8 storage: 2 layers "
                              "12.3 MB, 5 layers 23.0 MB)")
+    parser.add_argument("--draft-intermediate", type=int,
+                        help="train: MLP units of a fresh draft (default the target's 1,536), or of an --init draft "
+                             "widened to them (function-preserving: the new units start silent)")
     parser.add_argument("--markov-rank", type=int, default=DRAFT_SHAPE["markov_rank"],
                         help="train: Markov head rank of a fresh DSpark-headed draft (runs 2-13: 32; the paper's 256)")
     parser.add_argument("--markov-head", default="vanilla", choices=("vanilla", "gated", "rnn"),
@@ -446,7 +457,8 @@ def main() -> None:
                                            args.save_every, args.resume,
                                            {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight}, args.init,
                                            args.hidden_cache_gib, args.group_by_length, args.stop_by,
-                                           args.draft_layers, args.markov_rank, args.first_slot, args.markov_head)
+                                           args.draft_layers, args.markov_rank, args.first_slot, args.markov_head,
+                                           args.draft_intermediate)
         elif stage == "assistant":
             model, _ = load_target(args.work, torch.bfloat16)
             summary["assistant"] = train_assistant(model, read_examples(args.work / "regen.jsonl", max_length=1024),

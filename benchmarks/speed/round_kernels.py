@@ -18,6 +18,8 @@ Prints a table per section and ends with one JSON line.
     python3 benchmarks/speed/round_kernels.py            # on the GPU
     python3 benchmarks/speed/round_kernels.py --markov-head gated   # the shipped draft with a gated head (random
                                                                     # gate): what the gated head costs a round
+    python3 benchmarks/speed/round_kernels.py --draft-intermediate 3072 --only steps,batch   # what a wider (or,
+                                                                    # --draft-layers, deeper) draft costs a round
     python benchmarks/speed/round_kernels.py --smoke     # CPU: tiny shapes, eager timing, the same code path
 """
 from __future__ import annotations
@@ -59,9 +61,13 @@ def smollm2_config(smoke: bool):
                        rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True)
 
 
-def build(smoke: bool, device: str, dtype: torch.dtype, markov_head: str | None = None) -> tuple[Target, DSparkDraft]:
+def build(smoke: bool, device: str, dtype: torch.dtype, markov_head: str | None = None, layers: int | None = None,
+          intermediate: int | None = None) -> tuple[Target, DSparkDraft]:
     """SmolLM2's shape with random weights and the shipped draft (smoke: tiny shapes); markov_head: that head type
-    instead of the draft's own, the rest of the draft kept and the new head's extra weights random."""
+    instead of the draft's own, the rest of the draft kept and the new head's extra weights random; layers /
+    intermediate: the draft grown to that depth / widened to that many MLP units (dspark.train.grow)."""
+    from dspark.train.grow import grow_draft, widen_draft
+
     from transformers import LlamaForCausalLM
 
     from dspark.formats.native import load_draft
@@ -80,6 +86,8 @@ def build(smoke: bool, device: str, dtype: torch.dtype, markov_head: str | None 
         kept = swapped.load_state_dict(draft.state_dict(), strict=False)
         assert not kept.unexpected_keys, kept.unexpected_keys  # only the new head's own weights are left random
         draft = swapped.to(device=device, dtype=dtype).eval()
+    draft = grow_draft(draft, layers) if layers else draft
+    draft = widen_draft(draft, intermediate).eval() if intermediate else draft
     return Target(model, draft.config.target_layer_ids), draft
 
 
@@ -295,32 +303,45 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="replays per timing sample")
     parser.add_argument("--markov-head", choices=("vanilla", "gated", "rnn"),
                         help="time the draft with this Markov head (its extra weights random) instead of its own")
+    parser.add_argument("--draft-layers", type=int, help="time the draft grown to this many layers")
+    parser.add_argument("--draft-intermediate", type=int, help="time the draft widened to this many MLP units")
+    parser.add_argument("--only", default="steps,batch,gemm,markov,torch,kernels",
+                        help="comma-separated sections to run (default all)")
     args = parser.parse_args()
     device = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    target, draft = build(args.smoke, device, dtype, args.markov_head)
+    target, draft = build(args.smoke, device, dtype, args.markov_head, args.draft_layers, args.draft_intermediate)
+    only = set(args.only.split(","))
     engine = BatchEngine(target, draft, max_batch=1, max_length=2048, cuda_graphs=False)
     timer = Timer(device, 5 if args.smoke else args.calls)
     gamma = engine.round.gamma_max
     result = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu", "torch": torch.__version__,
-              "window": args.window, "gamma": gamma, "markov_head": draft.config.markov_head_type}
+              "window": args.window, "gamma": gamma, "markov_head": draft.config.markov_head_type,
+              "draft_layers": draft.config.num_hidden_layers, "draft_intermediate": draft.config.intermediate_size}
     with torch.inference_mode():
-        result["steps_ms"] = steps = step_times(engine, timer, args.window)
-        table("graphed steps, batch 1 (per call)", steps)
-        result["batch_ms"] = batch = batch_times(target, draft, timer, args.window, 4 if args.smoke else 64)
-        table("graphed steps, many rows (per call)", batch)
-        result["gemm_ms"] = gemms = gemm_times(target, timer, gamma)
-        table("target GEMMs alone (graphed)", gemms)
-        result["propose_eager_markov_ms"] = eager_markov(lambda: timer(lambda: engine.round.propose(1, args.window)))
-        result["markov_ms"], result["markov_differ"] = markov, differ = markov_rows(engine, timer)
-        table("greedy Markov decode + confidence (graphed)", {**markov, "propose, eager Markov loop":
-                                                              result["propose_eager_markov_ms"]})
-        print("  fused vs eager drafted tokens:", differ)
-        result["sdpa_ms"], result["kernel_vs_sdpa"] = sdpa, agree = sdpa_rows(engine, timer, args.window)
-        table("the same steps with the torch ops instead of the Triton kernels (graphed)", sdpa)
-        print("  target forward, kernels vs torch ops:", agree)
-        result["kernels"] = kernels = kernel_profile(engine, args.window)
-    print_kernels(kernels)
+        if "steps" in only:
+            result["steps_ms"] = steps = step_times(engine, timer, args.window)
+            table("graphed steps, batch 1 (per call)", steps)
+        if "batch" in only:
+            result["batch_ms"] = batch = batch_times(target, draft, timer, args.window, 4 if args.smoke else 64)
+            table("graphed steps, many rows (per call)", batch)
+        if "gemm" in only:
+            result["gemm_ms"] = gemms = gemm_times(target, timer, gamma)
+            table("target GEMMs alone (graphed)", gemms)
+        if "markov" in only:
+            result["propose_eager_markov_ms"] = eager_markov(
+                lambda: timer(lambda: engine.round.propose(1, args.window)))
+            result["markov_ms"], result["markov_differ"] = markov, differ = markov_rows(engine, timer)
+            table("greedy Markov decode + confidence (graphed)", {**markov, "propose, eager Markov loop":
+                                                                  result["propose_eager_markov_ms"]})
+            print("  fused vs eager drafted tokens:", differ)
+        if "torch" in only:
+            result["sdpa_ms"], result["kernel_vs_sdpa"] = sdpa, agree = sdpa_rows(engine, timer, args.window)
+            table("the same steps with the torch ops instead of the Triton kernels (graphed)", sdpa)
+            print("  target forward, kernels vs torch ops:", agree)
+        if "kernels" in only:
+            result["kernels"] = kernels = kernel_profile(engine, args.window)
+            print_kernels(kernels)
     if args.compile:
         with torch.no_grad():
             result["compiled_ms"] = compiled = compiled_times(engine, timer, args.window)

@@ -53,6 +53,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     fit.add_argument("--draft-layers", type=int,
                      help="layers of a new draft (default 2); with --init, grow that draft to this many layers "
                           "(the new layers start as copies with zeroed output projections: the same outputs at first)")
+    fit.add_argument("--draft-intermediate", type=int,
+                     help="MLP units per draft layer (default: the target's); with --init, widen that draft to this "
+                          "many (the new units start with zeroed down projections: the same outputs at first)")
     fit.add_argument("--block-size", type=int, default=7)
     fit.add_argument("--layers", help="target layer ids (default: 5 spread over the target)")
     fit.add_argument("--markov-rank", type=int, default=256,
@@ -170,10 +173,12 @@ def _fit(args) -> int:
     model.to(device)
     if args.init:
         draft = load_draft(args.init, device=device)
-        if args.draft_layers is not None:
-            from dspark.train.grow import grow_draft
+        from dspark.train.grow import grow_draft, widen_draft
 
+        if args.draft_layers is not None:
             draft = grow_draft(draft, args.draft_layers)
+        if args.draft_intermediate is not None:
+            draft = widen_draft(draft, args.draft_intermediate, seed=args.seed)
     else:
         mask = args.mask_token_id if args.mask_token_id is not None else getattr(tok, "mask_token_id", None)
         layers = tuple(int(i) for i in args.layers.split(",")) if args.layers else None
@@ -182,6 +187,8 @@ def _fit(args) -> int:
                                           layer_ids=layers, markov_rank=args.markov_rank,
                                           markov_head_type=args.markov_head, mask_token_id=mask,
                                           mode=layout, heads=heads)
+        if args.draft_intermediate is not None:
+            config = config.replace(intermediate_size=args.draft_intermediate)
         torch.manual_seed(args.seed)
         draft = DSparkDraft(config).to(device)
     if args.markov_first_slot is not None:

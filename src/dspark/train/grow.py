@@ -1,7 +1,8 @@
-"""Deepen a trained draft without changing what it computes: the new layers are copies of trained ones whose
-residual outputs (attention `o_proj`, MLP `down_proj`) start at zero, so the deeper draft's logits equal the
-shallower draft's until training moves them (function-preserving growth, as in Net2Net / zero-init residual
-branches). Only weight surgery; no training, no files."""
+"""Deepen or widen a trained draft without changing what it computes (function-preserving growth, as in Net2Net /
+zero-init residual branches). Deeper: the new layers are copies of trained ones whose residual outputs (attention
+`o_proj`, MLP `down_proj`) start at zero. Wider: each MLP gets new gate/up units (seeded random, like a fresh
+layer's) whose `down_proj` columns start at zero. Either way the grown draft's logits equal the old draft's until
+training moves them. Only weight surgery; no training, no files."""
 from __future__ import annotations
 
 import dataclasses
@@ -35,3 +36,35 @@ def grow_draft(draft: DSparkDraft, num_layers: int) -> DSparkDraft:
     if draft.embed_tokens is not None:
         grown.tie_embeddings(draft.embed_tokens, draft.lm_head)
     return grown
+
+
+def widen_draft(draft: DSparkDraft, intermediate_size: int, seed: int = 0) -> DSparkDraft:
+    """A copy of `draft` whose MLPs have `intermediate_size` units and give the same outputs. The first units are the
+    trained ones; the new units' gate and up rows are a fresh draft's (seed `seed`) and their `down_proj` columns are
+    zero, so they add nothing until training moves them. A batch-1 round is launch-bound (a GEMM of this size costs
+    about the same whatever its width), so width is the cheap place to add capacity; depth adds kernels to every
+    round. At the draft's own width the draft itself comes back."""
+    old = draft.config.intermediate_size
+    if intermediate_size < old:
+        raise ValueError(f"cannot widen a draft with {old} MLP units to {intermediate_size}; "
+                         f"pick intermediate_size >= {old}")
+    if intermediate_size == old:
+        return draft
+    config = dataclasses.replace(draft.config, intermediate_size=intermediate_size)
+    param = next(draft.parameters())
+    with torch.random.fork_rng(devices=[]):  # the caller's random stream stays where it was
+        torch.manual_seed(seed)
+        wide = DSparkDraft(config).to(device=param.device, dtype=param.dtype)
+    mlp_keys = (".mlp.gate_proj.", ".mlp.up_proj.", ".mlp.down_proj.")
+    own = {k: v for k, v in draft.state_dict().items()
+           if not k.startswith(("embed_tokens.", "lm_head.")) and not any(m in k for m in mlp_keys)}
+    wide.load_state_dict(own, strict=False)
+    with torch.no_grad():
+        for layer, source in zip(wide.layers, draft.layers):
+            layer.mlp.gate_proj.weight[:old].copy_(source.mlp.gate_proj.weight)  # [I', d]: the trained units first
+            layer.mlp.up_proj.weight[:old].copy_(source.mlp.up_proj.weight)
+            layer.mlp.down_proj.weight[:, :old].copy_(source.mlp.down_proj.weight)  # [d, I']
+            layer.mlp.down_proj.weight[:, old:].zero_()  # the new units start silent
+    if draft.embed_tokens is not None:
+        wide.tie_embeddings(draft.embed_tokens, draft.lm_head)
+    return wide
