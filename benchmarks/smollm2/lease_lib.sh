@@ -103,12 +103,12 @@ speed_benchmark() {  # speed_benchmark <draft folder> <seconds>: benchmarks/spee
     # plain and DSpark at batch 1 to 64 by default) on the converted SmolLM2; speed.log and its results to $OUT
     # SPEED_VOCAB=K: the FR-Spec draft vocabulary (--draft-vocab K); a new draft gets the shipped draft's token counts
     # (they count the target's regenerated tokens, not anything of the draft); SPEED_PROMPTS=N: N requests at batch 1
-    # (default 8, the protocol of runs 1-24; the 8 ran 12-18 % above the 40 held-out prompts' mean τ)
+    # (default 40 since run 25; runs 1-24 used 8, which ran 12-18 % above the 40 held-out prompts' mean τ)
     mkdir -p /root/dspark-bench /root/speed $OUT && ln -sfn /root/smol/model /root/dspark-bench/smollm2
     [ -f "$1/token_counts.safetensors" ] || cp src/dspark/assets/smollm2-135m-instruct-dspark/token_counts.safetensors "$1/"
     $PY benchmarks/speed/throughput_h200.py --draft "$1" --prompts /root/stage/eval_prompts.jsonl \
         --methods "${SPEED_METHODS:-plain,dspark}" --deadline "$2" --method-budget 30 --out /root/speed \
-        --draft-vocab "${SPEED_VOCAB:-0}" --num-prompts "${SPEED_PROMPTS:-8}" \
+        --draft-vocab "${SPEED_VOCAB:-0}" --num-prompts "${SPEED_PROMPTS:-40}" \
         > /root/speed/speed.log 2>&1 || true
     grep -av -i warn /root/speed/speed.log | tail -n 25
     tar -C /root -cf $OUT/speed.tar speed
