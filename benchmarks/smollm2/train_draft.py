@@ -170,7 +170,7 @@ def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_S
         if layers > draft.config.num_hidden_layers:
             log(f"grow: {init} from {draft.config.num_hidden_layers} to {layers} layers")
             draft = grow_draft(draft, layers)
-        if intermediate is not None and intermediate > draft.config.intermediate_size:
+        if intermediate is not None and intermediate != draft.config.intermediate_size:  # fewer: widen_draft refuses
             log(f"widen: {init} from {draft.config.intermediate_size} to {intermediate} MLP units")
             draft = widen_draft(draft, intermediate)
     else:

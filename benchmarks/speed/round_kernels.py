@@ -66,11 +66,10 @@ def build(smoke: bool, device: str, dtype: torch.dtype, markov_head: str | None 
     """SmolLM2's shape with random weights and the shipped draft (smoke: tiny shapes); markov_head: that head type
     instead of the draft's own, the rest of the draft kept and the new head's extra weights random; layers /
     intermediate: the draft grown to that depth / widened to that many MLP units (dspark.train.grow)."""
-    from dspark.train.grow import grow_draft, widen_draft
-
     from transformers import LlamaForCausalLM
 
     from dspark.formats.native import load_draft
+    from dspark.train.grow import grow_draft, widen_draft
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(smollm2_config(smoke)).to(device=device, dtype=dtype)
@@ -87,8 +86,8 @@ def build(smoke: bool, device: str, dtype: torch.dtype, markov_head: str | None 
         assert not kept.unexpected_keys, kept.unexpected_keys  # only the new head's own weights are left random
         draft = swapped.to(device=device, dtype=dtype).eval()
     draft = grow_draft(draft, layers) if layers else draft
-    draft = widen_draft(draft, intermediate).eval() if intermediate else draft
-    return Target(model, draft.config.target_layer_ids), draft
+    draft = widen_draft(draft, intermediate) if intermediate else draft
+    return Target(model, draft.config.target_layer_ids), draft.eval()
 
 
 class Timer:

@@ -9,7 +9,21 @@ import dataclasses
 
 import torch
 
+from dspark.config import DraftConfig
 from dspark.model.draft import DSparkDraft
+
+
+def _rebuilt(draft: DSparkDraft, config: DraftConfig, skip: str | None = None) -> DSparkDraft:
+    """A fresh draft of `config` on `draft`'s device and dtype holding `draft`'s own weights wherever a name exists in
+    both (all but the bound embeddings and, with `skip`, names containing it), bound to the same frozen embeddings."""
+    param = next(draft.parameters())
+    new = DSparkDraft(config).to(device=param.device, dtype=param.dtype)
+    own = {k: v for k, v in draft.state_dict().items()
+           if not k.startswith(("embed_tokens.", "lm_head.")) and not (skip and skip in k)}
+    new.load_state_dict(own, strict=False)
+    if draft.embed_tokens is not None:
+        new.tie_embeddings(draft.embed_tokens, draft.lm_head)
+    return new
 
 
 def grow_draft(draft: DSparkDraft, num_layers: int) -> DSparkDraft:
@@ -22,19 +36,13 @@ def grow_draft(draft: DSparkDraft, num_layers: int) -> DSparkDraft:
         raise ValueError(f"cannot grow a {old}-layer draft to {num_layers} layers; pick num_layers >= {old}")
     if num_layers == old:
         return draft
-    config = dataclasses.replace(draft.config, num_hidden_layers=num_layers)
-    param = next(draft.parameters())
-    grown = DSparkDraft(config).to(device=param.device, dtype=param.dtype)
-    own = {k: v for k, v in draft.state_dict().items() if not k.startswith(("embed_tokens.", "lm_head."))}
-    grown.load_state_dict(own, strict=False)
+    grown = _rebuilt(draft, dataclasses.replace(draft.config, num_hidden_layers=num_layers))
     with torch.no_grad():
         for i in range(old, num_layers):
             source = old - 1 - (i - old) % old
             grown.layers[i].load_state_dict(draft.layers[source].state_dict())
             grown.layers[i].self_attn.o_proj.weight.zero_()
             grown.layers[i].mlp.down_proj.weight.zero_()
-    if draft.embed_tokens is not None:
-        grown.tie_embeddings(draft.embed_tokens, draft.lm_head)
     return grown
 
 
@@ -50,21 +58,13 @@ def widen_draft(draft: DSparkDraft, intermediate_size: int, seed: int = 0) -> DS
                          f"pick intermediate_size >= {old}")
     if intermediate_size == old:
         return draft
-    config = dataclasses.replace(draft.config, intermediate_size=intermediate_size)
-    param = next(draft.parameters())
     with torch.random.fork_rng(devices=[]):  # the caller's random stream stays where it was
         torch.manual_seed(seed)
-        wide = DSparkDraft(config).to(device=param.device, dtype=param.dtype)
-    mlp_keys = (".mlp.gate_proj.", ".mlp.up_proj.", ".mlp.down_proj.")
-    own = {k: v for k, v in draft.state_dict().items()
-           if not k.startswith(("embed_tokens.", "lm_head.")) and not any(m in k for m in mlp_keys)}
-    wide.load_state_dict(own, strict=False)
+        wide = _rebuilt(draft, dataclasses.replace(draft.config, intermediate_size=intermediate_size), skip=".mlp.")
     with torch.no_grad():
         for layer, source in zip(wide.layers, draft.layers):
             layer.mlp.gate_proj.weight[:old].copy_(source.mlp.gate_proj.weight)  # [I', d]: the trained units first
             layer.mlp.up_proj.weight[:old].copy_(source.mlp.up_proj.weight)
             layer.mlp.down_proj.weight[:, :old].copy_(source.mlp.down_proj.weight)  # [d, I']
             layer.mlp.down_proj.weight[:, old:].zero_()  # the new units start silent
-    if draft.embed_tokens is not None:
-        wide.tie_embeddings(draft.embed_tokens, draft.lm_head)
     return wide
