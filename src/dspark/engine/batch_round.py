@@ -4,14 +4,15 @@ Rows 0 … b−1 of the buffers are the round's rows (b = active rows, or a buck
 is 0 so they verify nothing and never advance). `stage` + `prefill(rows, width)` admit prompts. `propose(b)` drafts a
 block per row and then `schedule(b)` decides how many drafts each row verifies (the session's rule, fixed by `begin`,
 runs inside the same captured step; a rule's width is the one extra value the host reads); `verify(b, t)` runs the
-target over [anchor, d_0 … d_{t−2}] at width t, accepts (greedy or rejection sampling), extends the draft's context
-with the verified features and advances start / budget / anchor, writing [accepted, L, committed tokens …] into
-`packed` for the host to read in one sync (`packed_reader` queues that copy, so steps queued after it run on). Steps
-take only ints, so CUDA graphs can capture them (see graphs.py). Host-side bookkeeping (EOS, admission, results) lives
-in batch_session.py.
+target over [anchor, d_0 … d_{t−2}] at width t, accepts (greedy or rejection sampling), extends the draft's context with
+the verified features (on CUDA on a second stream, beside acceptance) and advances start / budget / anchor, writing
+[accepted, L, committed tokens …] into `packed` for the host to read in one sync (`packed_reader` queues that copy, so
+steps queued after it run on). Steps take only ints, so CUDA graphs can capture them (see graphs.py). Host-side
+bookkeeping (EOS, admission, results) lives in batch_session.py.
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import torch
@@ -58,6 +59,8 @@ class BatchRound:
         self.threshold = zeros(dtype=torch.float32)  # 0-d: the threshold rule's confidence cut
         self.config = GenerationConfig()
         self.gamma = 0
+        # the draft's context extension needs only the verified features: on CUDA it overlaps acceptance
+        self.extend_stream = torch.cuda.Stream(device) if device.type == "cuda" and draft is not None else None
         self.rule = "none"
         self.generator: torch.Generator | None = None
 
@@ -201,6 +204,11 @@ class BatchRound:
             verified = torch.arange(t, device=ids.device)[None] <= lengths[:, None]  # [b, t]
             tokens = verified.flatten().nonzero().squeeze(1)  # [N] flat slots
         logits, features = self.target.forward(ids, start, window=window, tokens=tokens)  # [b, t, V], [b, t, m·d]
+        if self.draft is not None:  # on CUDA the context extension runs beside acceptance, on its own stream
+            if self.extend_stream is not None:
+                self.extend_stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(self.extend_stream) if self.extend_stream is not None else contextlib.nullcontext():
+                self.draft.extend(features, start)
         if self.config.greedy:
             accepted, bonus = accept_greedy(drafts, lengths, logits)  # [b], [b]
         elif t == 1:
@@ -208,14 +216,14 @@ class BatchRound:
         else:
             target_probs = processed_probs(logits, self.config)  # [b, t, V]
             accepted, bonus = accept_sampling(drafts, lengths, self.probs[:b, : t - 1], target_probs, self.generator)
-        if self.draft is not None:
-            self.draft.extend(features, start)
         committed = torch.cat([drafts, torch.zeros_like(anchor)[:, None]], dim=1)  # [b, t]
         committed.scatter_(1, accepted[:, None], bonus[:, None])  # bonus right after the accepted drafts
         self.packed[:b, 0] = accepted
         self.packed[:b, 1] = lengths
         self.packed[:b, 2 : 2 + t] = committed
         step = (accepted + 1) * self.active[:b]  # [b] inactive rows stay where they are
+        if self.extend_stream is not None:  # the extension read `start`: join it before start moves
+            torch.cuda.current_stream().wait_stream(self.extend_stream)
         start.add_(step)
         self.budget[:b].sub_(step)
         anchor.copy_(torch.where(self.active[:b], bonus, anchor))
