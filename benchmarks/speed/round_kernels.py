@@ -14,8 +14,6 @@ and runs in one device call. It reports:
            ops instead), and how far the target's logits move between the two
   markov   the greedy Markov decode through the fused kernel (engine/markov_kernel.py) and through the eager loop,
            at 1 and 64 rows: time per call, and how many drafted tokens differ between the two (random hidden states)
-  mlp      the steps with the one-kernel MLP (engine/mlp_kernel.py) switched off, one MLP + add + norm alone at 1 …
-           64 rows both ways, and how far the target's logits and the drafted tokens move between the two
 Prints a table per section and ends with one JSON line.
 
     python3 benchmarks/speed/round_kernels.py            # on the GPU
@@ -44,9 +42,8 @@ sys.path.insert(0, str(ROOT / "src"))
 from dspark.config import DraftConfig, GenerationConfig  # noqa: E402
 from dspark.engine.accept import accept_greedy  # noqa: E402
 from dspark.engine.batch import BatchEngine  # noqa: E402
-from dspark.engine import cache_attention, layer_kernels, markov_kernel, mlp_kernel  # noqa: E402
+from dspark.engine import cache_attention, markov_kernel  # noqa: E402
 from dspark.engine.draft_step import decode_blocks  # noqa: E402
-from dspark.engine.static_target import gated_mlp  # noqa: E402
 from dspark.model.draft import DSparkDraft  # noqa: E402
 from dspark.model.target import Target  # noqa: E402
 
@@ -230,41 +227,6 @@ def markov_rows(engine: BatchEngine, timer: Timer) -> tuple[dict[str, float], di
     return times, differ
 
 
-def mlp_rows(engine: BatchEngine, timer: Timer, window: int) -> tuple[dict[str, float], dict[str, float]]:
-    """Propose and verify (widths 1 and γ+1) with the one-kernel MLP switched off (gate/up GEMM, SiLU · up, down GEMM);
-    the target's first MLP + add + norm alone at 1 … 64 rows, both ways; and the largest target logit difference,
-    argmax agreement and drafted tokens that differ between the two paths."""
-    r, gamma = engine.round, engine.round.gamma_max
-    times = switched_off(mlp_kernel, lambda: {
-        "propose (3-kernel MLP)": timer(lambda: r.propose(1, window)),
-        "verify t=1 (3-kernel MLP)": timer(lambda: r.verify(1, 1, window)),
-        f"verify t={gamma + 1} (3-kernel MLP)": timer(lambda: r.verify(1, gamma + 1, window))})
-    st = engine.static_target
-    layer, fused = st.backbone.layers[0], st.fused[0]
-    for rows in (1, gamma + 1, 16, 32, 64):
-        h = torch.randn(1, rows, layer.mlp.down_proj.out_features, device=st.device).to(fused.gate_up_weight.dtype)
-
-        def step(h=h):
-            delta = gated_mlp(h, fused, layer.mlp.down_proj, layer.mlp.act_fn, True, True)
-            return layer_kernels.add_rms_norm(h, delta, layer.post_attention_layernorm.weight, 1e-5)
-
-        times[f"MLP + add + norm, {rows} rows, one kernel"] = timer(step)
-        times[f"MLP + add + norm, {rows} rows, 3 kernels"] = switched_off(mlp_kernel, lambda: timer(step))
-    gen = torch.Generator(device=st.device).manual_seed(0)
-    ids = torch.randint(0, engine.target.vocab_size, (1, gamma + 1), generator=gen, device=st.device)
-    start = torch.tensor([300], device=st.device)
-    fast, _ = st.forward(ids, start, window=window)
-    slow, _ = switched_off(mlp_kernel, lambda: st.forward(ids, start, window=window))
-    r.propose(1, window)
-    drafted = r.drafts[:1].clone()  # [1, γ]
-    switched_off(mlp_kernel, lambda: r.propose(1, window))
-    drafted_off = r.drafts[:1]
-    agree = {"max |logit difference|": float((fast - slow).abs().max()),
-             "argmax agreement": float((fast.argmax(-1) == slow.argmax(-1)).float().mean()),
-             "drafted tokens differing of 7": int((drafted != drafted_off).sum())}
-    return times, agree
-
-
 def kernel_profile(engine: BatchEngine, window: int) -> dict[str, dict]:
     from torch.profiler import ProfilerActivity, profile
 
@@ -346,7 +308,7 @@ def main() -> None:
                         help="time the draft with this Markov head (its extra weights random) instead of its own")
     parser.add_argument("--draft-layers", type=int, help="time the draft grown to this many layers")
     parser.add_argument("--draft-intermediate", type=int, help="time the draft widened to this many MLP units")
-    parser.add_argument("--only", default="steps,batch,gemm,markov,mlp,torch,kernels",
+    parser.add_argument("--only", default="steps,batch,gemm,markov,torch,kernels",
                         help="comma-separated sections to run (default all)")
     args = parser.parse_args()
     device = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
@@ -376,10 +338,6 @@ def main() -> None:
             table("greedy Markov decode + confidence (graphed)", {**markov, "propose, eager Markov loop":
                                                                   result["propose_eager_markov_ms"]})
             print("  fused vs eager drafted tokens:", differ)
-        if "mlp" in only:
-            result["mlp_ms"], result["mlp_vs_gemms"] = mlp, agree = mlp_rows(engine, timer, args.window)
-            table("the same steps with the three-kernel MLP, and one MLP alone (graphed)", mlp)
-            print("  one-kernel vs three-kernel MLP:", agree)
         if "torch" in only:
             result["sdpa_ms"], result["kernel_vs_sdpa"] = sdpa, agree = sdpa_rows(engine, timer, args.window)
             table("the same steps with the torch ops instead of the Triton kernels (graphed)", sdpa)

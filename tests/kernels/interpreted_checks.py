@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: the shar
 from static_agreement import static_target_differences  # noqa: E402
 
 import dspark.engine.markov_kernel as markov_kernel  # noqa: E402
-from dspark.engine import cache_attention, layer_kernels, mlp_kernel  # noqa: E402
+from dspark.engine import cache_attention, layer_kernels  # noqa: E402
 from dspark.engine.static_target import (causal_bias, grouped_attention, read_rows, rope_tables,  # noqa: E402
                                          write_rows)
 from dspark.model.rope import rotate, signed_sin  # noqa: E402
@@ -154,32 +154,6 @@ def layer_kernel_agreement() -> dict[str, float]:
     return out
 
 
-def mlp_agreement() -> dict[str, float]:
-    """The one-kernel MLP's partial sums against the torch ops: |difference| over the largest |output| (fp32: added
-    up by add_rms_norm into a residual stream; bf16: their sum rounded once, against the torch ops in bf16, a
-    rounding step apart), row-major and column-major weights, and the number of partial sums. 20 rows (two row
-    tiles), width 40 and 100 units (partial tiles of both)."""
-    torch.manual_seed(4)
-    out = {}
-    for dtype in (torch.float32, torch.bfloat16):
-        for layout in ("row", "col"):
-            h, x = torch.randn(4, 5, 40).to(dtype), torch.randn(4, 5, 40).to(dtype)
-            gate_up, down = (0.2 * torch.randn(200, 40)).to(dtype), (0.2 * torch.randn(40, 100)).to(dtype)
-            if layout == "col":  # the weights stored transposed (cpu_layout's column-major views)
-                gate_up, down = gate_up.t().contiguous().t(), down.t().contiguous().t()
-            parts = mlp_kernel.partials(h, gate_up, down)  # [S, 4, 5, 40]
-            gate, up = torch.nn.functional.linear(h, gate_up).chunk(2, dim=-1)
-            want = torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, down)  # [4, 5, 40]
-            if dtype == torch.float32:  # the whole step: add_rms_norm adds the partials up into the residual
-                got = layer_kernels.add_rms_norm(x, parts, torch.ones(40), 1e-6)[0] - x
-            else:  # the sum rounded once, as the down GEMM's output (x + δ would round again)
-                got = parts.sum(0).to(dtype)
-            name = f"mlp {str(dtype).removeprefix('torch.')} {layout}"
-            out[name] = float((got.float() - want.float()).abs().max() / want.float().abs().max())
-            out[f"{name} parts"] = parts.shape[0]
-    return out
-
-
 def static_target_agreement() -> dict[str, float]:
     """Largest |static target − HF target| logit over a prefill per row and two ragged verify steps (the kernels)."""
     out = {}
@@ -300,7 +274,7 @@ def engines(model: torch.nn.Module, draft: DSparkDraft, prefix: str = "") -> dic
 
 
 if __name__ == "__main__":
-    print(json.dumps({**decode_agreement(), **attention_agreement(), **layer_kernel_agreement(), **mlp_agreement(),
+    print(json.dumps({**decode_agreement(), **attention_agreement(), **layer_kernel_agreement(),
                       **static_target_agreement(), **first_slot_off_agreement(), **engines(*build_pair()),
                       **gated_agreement(), **engines(*gated_pair(), prefix="gated_"), **vocab_decode_agreement(),
                       **engines(*vocab_pair(), prefix="vocab_")}))

@@ -10,7 +10,7 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from dspark.engine import cache_attention, layer_kernels, markov_kernel, mlp_kernel  # noqa: E402
+from dspark.engine import cache_attention, layer_kernels, markov_kernel  # noqa: E402
 
 
 def compile_for_sm90(kernel, types: dict[str, str], constants: dict[str, object]) -> dict[str, object]:
@@ -64,20 +64,9 @@ def test_rope_write_kernel_compiles_for_sm90(has_norms):
     assert _cubin(compile_for_sm90(layer_kernels._rope_write_kernel, types, constants))
 
 
-@pytest.mark.parametrize("delta", ["bf16", "fp32"], ids=["delta", "mlp-partials"])
-def test_add_rms_norm_and_silu_mul_kernels_compile_for_sm90(delta):
-    norm = {"x_ptr": "*bf16", "delta_ptr": f"*{delta}", "weight_ptr": "*bf16", "sum_ptr": "*bf16",
-            "normed_ptr": "*bf16", "width": "i32", "eps": "fp32", "parts": "i32", "part_stride": "i32"}
+def test_add_rms_norm_and_silu_mul_kernels_compile_for_sm90():
+    norm = {"x_ptr": "*bf16", "delta_ptr": "*bf16", "weight_ptr": "*bf16", "sum_ptr": "*bf16", "normed_ptr": "*bf16",
+            "width": "i32", "eps": "fp32"}
     assert _cubin(compile_for_sm90(layer_kernels._add_rms_norm_kernel, norm, {"BLOCK": 1024}))
     silu = {"gate_up_ptr": "*bf16", "out_ptr": "*bf16", "inner": "i32"}
     assert _cubin(compile_for_sm90(layer_kernels._silu_mul_kernel, silu, {"BLOCK": 1024}))
-
-
-@pytest.mark.parametrize("block_i", [32, 64])
-def test_mlp_kernel_compiles_for_sm90(block_i):
-    types = {"h_ptr": "*bf16", "gate_up_ptr": "*bf16", "gu_stride_out": "i32", "gu_stride_in": "i32",
-             "down_ptr": "*bf16", "down_stride_out": "i32", "down_stride_in": "i32", "partial_ptr": "*fp32",
-             "rows": "i32", "width": "i32", "inner": "i32"}
-    constants = {"BLOCK_M": mlp_kernel.BLOCK_M, "BLOCK_I": block_i, "BLOCK_K": mlp_kernel.BLOCK_K, "ROUND_BF16": True,
-                 "TENSOR_CORES": True}
-    assert _cubin(compile_for_sm90(mlp_kernel._mlp_kernel, types, constants))

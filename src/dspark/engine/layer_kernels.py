@@ -3,8 +3,7 @@
 At decode sizes a 135M model's step is a chain of ~18 tiny kernels per layer and each costs a launch, not work. Three
 chains fold into one kernel each:
   add_rms_norm  the residual add and the next RMSNorm: x' = x + δ (rounded to x's dtype, as the add), h = RMSNorm(x');
-                both come back (x' is the residual stream, h the next block's input). 2 kernels -> 1. δ may come as
-                partial sums (`mlp_kernel`), which it adds up first.
+                both come back (x' is the residual stream, h the next block's input). 2 kernels -> 1.
   silu_mul      SiLU(gate) · up over a fused [gate | up] GEMM output; SiLU's output is rounded to the dtype before the
                 product, as HF's `act_fn(gate) * up`. 2 kernels -> 1.
   rope_write    RoPE on q and k and the cache write of k and v for a block of new tokens (after Qwen3-style per-head
@@ -39,16 +38,12 @@ def usable(tensor: torch.Tensor, head_dim: int) -> bool:
 if triton is not None:
 
     @triton.jit
-    def _add_rms_norm_kernel(x_ptr, delta_ptr, weight_ptr, sum_ptr, normed_ptr, width, eps, parts, part_stride,
-                             BLOCK: tl.constexpr):
+    def _add_rms_norm_kernel(x_ptr, delta_ptr, weight_ptr, sum_ptr, normed_ptr, width, eps, BLOCK: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK)
         inside = cols < width
         x = tl.load(x_ptr + row * width + cols, mask=inside, other=0.0).to(tl.float32)
-        delta = tl.zeros((BLOCK,), tl.float32)
-        for part in range(parts):  # δ's partial sums (mlp_kernel), in a fixed order; one part: δ itself
-            delta += tl.load(delta_ptr + part * part_stride + row * width + cols, mask=inside, other=0.0).to(tl.float32)
-        delta = delta.to(sum_ptr.dtype.element_ty).to(tl.float32)  # rounded as the projection's output
+        delta = tl.load(delta_ptr + row * width + cols, mask=inside, other=0.0).to(tl.float32)
         total = (x + delta).to(sum_ptr.dtype.element_ty)  # the residual stream, rounded as the add
         tl.store(sum_ptr + row * width + cols, total, mask=inside)
         total = total.to(tl.float32)
@@ -107,13 +102,11 @@ if triton is not None:
 
 def add_rms_norm(x: torch.Tensor, delta: torch.Tensor, weight: torch.Tensor, eps: float) -> tuple[torch.Tensor,
                                                                                                   torch.Tensor]:
-    """x [..., d], δ [..., d] or δ's partial sums [S, ..., d] (`mlp_kernel.partials`: summed in fp32, the sum rounded
-    to x's dtype), an RMSNorm's weight [d] and epsilon -> (x + δ, RMSNorm(x + δ)), both [..., d] in x's dtype."""
+    """x, δ [..., d], an RMSNorm's weight [d] and epsilon -> (x + δ, RMSNorm(x + δ)), both [..., d] in x's dtype."""
     width = x.shape[-1]
     x, delta = x.contiguous(), delta.contiguous()
-    parts = delta.shape[0] if delta.dim() == x.dim() + 1 else 1
     total, normed = torch.empty_like(x), torch.empty_like(x)
-    _add_rms_norm_kernel[(x.numel() // width,)](x, delta, weight, total, normed, width, eps, parts, x.numel(),
+    _add_rms_norm_kernel[(x.numel() // width,)](x, delta, weight, total, normed, width, eps,
                                                 BLOCK=triton.next_power_of_2(width))
     return total, normed
 

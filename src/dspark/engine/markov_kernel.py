@@ -64,7 +64,16 @@ def _fits(w1: torch.Tensor, w2: torch.Tensor) -> bool:
 if triton is not None:
     _FLOOR = tl.constexpr(INT64_MIN)  # globals inside a Triton kernel must be constexpr
 
-    rounded_as = triton_support.rounded_as  # globals a kernel calls must be module-level names
+    @triton.jit
+    def _as_weights(x, ROUND_BF16: tl.constexpr, dtype: tl.constexpr):
+        """fp32 x rounded to the weights' dtype (and back to fp32) as an eager op's output rounds."""
+        if ROUND_BF16:  # nearest-even, in integer ops: exact everywhere (the interpreter's bf16 casts are not)
+            raw = x.to(tl.int32, bitcast=True)
+            raw = (raw + 0x7FFF + ((raw >> 16) & 1)) & -65536
+            rounded = raw.to(tl.float32, bitcast=True)
+        else:  # fp32: nothing to round; fp16: numpy and the GPU both round to nearest-even
+            rounded = x.to(dtype).to(tl.float32)
+        return rounded
 
     @triton.jit
     def _slot_kernel(base_ptr, w1_ptr, w2_ptr, keys_ptr, anchors_ptr, pre_ptr, we_ptr, ids_ptr, rows, vocab, rank,
@@ -100,16 +109,16 @@ if triton is not None:
                 mixed = tl.sum(w_e[:, :, None] * emb[None, :, :], axis=1)  # [R, 1]
             else:
                 mixed = tl.dot(w_e, emb, input_precision="ieee")  # [R, BN]
-            gate = rounded_as(tl.sigmoid(rounded_as(pre + mixed, ROUND_BF16, w2_ptr.dtype.element_ty)),
+            gate = _as_weights(tl.sigmoid(_as_weights(pre + mixed, ROUND_BF16, w2_ptr.dtype.element_ty)),
                                ROUND_BF16, w2_ptr.dtype.element_ty)  # [R, BN]
-            emb = rounded_as(gate * emb, ROUND_BF16, w2_ptr.dtype.element_ty)  # [R, BN]
+            emb = _as_weights(gate * emb, ROUND_BF16, w2_ptr.dtype.element_ty)  # [R, BN]
         if BLOCK_N == 1:  # one row per program: a multiply-and-sum, no padded matrix product
             bias = tl.sum(w2[:, :, None] * emb[None, :, :], axis=1)  # [BV, 1]
         elif TENSOR_CORES:  # bf16 / fp16 weights on the GPU: exact products, fp32 sums, as the eager GEMM
             bias = tl.dot(w2.to(w2_ptr.dtype.element_ty), emb.to(w2_ptr.dtype.element_ty))  # [BV, BN]
         else:  # fp32 weights, and Triton's interpreter (its bf16 dot is wrong): fp32 products of the weights, exact
             bias = tl.dot(w2, emb, input_precision="ieee")  # [BV, BN]
-        bias = rounded_as(bias, ROUND_BF16, w2_ptr.dtype.element_ty)  # as the eager GEMM's output
+        bias = _as_weights(bias, ROUND_BF16, w2_ptr.dtype.element_ty)  # as the eager GEMM's output
         logits = base.to(tl.float32) + bias  # [BV, BN]
         bits = logits.to(tl.int32, bitcast=True)
         ordered = tl.where(bits >= 0, bits, bits ^ 0x7FFFFFFF)  # float order as signed int order

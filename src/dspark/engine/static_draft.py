@@ -17,7 +17,7 @@ from dspark.config import GenerationConfig
 from dspark.engine import cache_attention, layer_kernels
 from dspark.engine.draft_step import Proposal, decode_blocks
 from dspark.engine.fused_layers import fuse_projections, head_norms
-from dspark.engine.static_target import (added_norm, aligned, attention_bias, gated_mlp, grouped_attention,
+from dspark.engine.static_target import (added_norm, aligned, attention_bias, gated, grouped_attention,
                                          kernels_serve, norm_eps, position_tables, read_rows, rms_norm, rope_tables,
                                          write_rows)
 from dspark.model.draft import DSparkDraft
@@ -126,9 +126,9 @@ class StaticDraft:
                 out = grouped_attention(q.transpose(1, 2), keys, values, bias).transpose(1, 2)  # [B, γ_b, H, D]
             x, h = added_norm(x, attn.o_proj(out.reshape(b, size, self.heads * self.head_dim)),
                               layer.post_attention_layernorm, fast)
-            delta = gated_mlp(h, fused, layer.mlp.down_proj, F.silu, True, fast)  # [B, γ_b, d] or partials
+            act = gated(F.linear(h, fused.gate_up_weight), F.silu, fast)  # [B, γ_b, I]
             following = layers[index + 1].input_layernorm if index + 1 < len(layers) else draft.norm
-            x, h = added_norm(x, delta, following, fast)
+            x, h = added_norm(x, layer.mlp.down_proj(act), following, fast)
         return h
 
     @torch.inference_mode()

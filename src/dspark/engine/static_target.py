@@ -1,17 +1,17 @@
 """The target over a preallocated (static) KV cache: B sequences at once, each at its own position.
 
 A functional forward over the HF model's own submodules (embedding, decoder layers' norms / projections / MLP, final
-norm, LM head, and the model's own rotary embedding so RoPE scaling matches; Q/K/V and gate/up run as one GEMM each, see
-fused_layers.py), reporting logits and the features a DSpark draft reads, as `Target.forward` does. On CUDA, steps of a
-few tokens per row (verify, decoding) run the elementwise chains and the attention as Triton kernels (layer_kernels.py,
-cache_attention.py; the MLP of up to 64 rows as one kernel, mlp_kernel.py); long prefills run the same elementwise
-kernels with SDPA for the attention, the CPU the torch ops. Keys/values of the new tokens are written into cache rows at
-their absolute positions with no host sync; entries past a row's position are masked, so a rejected draft's stale
-entries need no cropping: the next round overwrites them. Supports Llama, Qwen3, Qwen2 and Mistral targets, with full or
-sliding-window attention per layer (the window is a mask over the full cache: nothing is evicted). A packed (ragged)
-forward computes only the listed slots of the B × T rectangle: embedding, projections, MLP and LM head run on those
-tokens alone, attention on the rectangle (see `Packing`). It does not sample, decide acceptance or track which rows are
-in use.
+norm, LM head, and the model's own rotary embedding so RoPE scaling matches; Q/K/V and gate/up run as one GEMM each,
+see fused_layers.py), reporting logits and the features a DSpark draft reads, as `Target.forward` does. On CUDA, steps
+of a few tokens per row (verify, decoding) run the elementwise chains and the attention as Triton kernels
+(layer_kernels.py, cache_attention.py); long prefills run the same elementwise kernels with SDPA for the attention,
+the CPU the torch ops. Keys/values of
+the new tokens are written into cache rows at their absolute positions with no host sync; entries past a row's
+position are masked, so a rejected draft's stale entries need no cropping: the next round overwrites them. Supports
+Llama, Qwen3, Qwen2 and Mistral targets, with full or sliding-window attention per layer (the window is a mask over
+the full cache: nothing is evicted). A packed (ragged) forward computes only the listed slots of the B × T
+rectangle: embedding, projections, MLP and LM head run on those tokens alone, attention on the rectangle (see
+`Packing`). It does not sample, decide acceptance or track which rows are in use.
 """
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from dspark.engine import cache_attention, layer_kernels, mlp_kernel
-from dspark.engine.fused_layers import FusedProjections, fuse_projections, projected_heads
+from dspark.engine import cache_attention, layer_kernels
+from dspark.engine.fused_layers import fuse_projections, projected_heads
 from dspark.model.rope import rotate, signed_sin
 from dspark.model.target import Target
 
@@ -244,6 +244,11 @@ class StaticTarget:
         out = grouped_attention(qkv[:, :, :heads].transpose(1, 2), keys, values, bias, attn.scaling)  # [B, H, T, D]
         return attn.o_proj(pack(out.transpose(1, 2).reshape(b, t, heads * dim)))
 
+    def _mlp(self, index: int, h: torch.Tensor, fast: bool) -> torch.Tensor:
+        """The layer's gated MLP with gate and up in one GEMM (and SiLU · up in one kernel when fast)."""
+        mlp, fused = self.backbone.layers[index].mlp, self.fused[index]
+        gate_up = F.linear(h, fused.gate_up_weight, fused.gate_up_bias)  # [B, T, 2·I]
+        return mlp.down_proj(gated(gate_up, mlp.act_fn, fast and self.silu))
 
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None = None,
@@ -280,8 +285,7 @@ class StaticTarget:
                                        packing)
             x, h = added_norm(x, attended, layer.post_attention_layernorm, fast)
             following = layers[index + 1].input_layernorm if index + 1 < len(layers) else self.backbone.norm
-            delta = gated_mlp(h, self.fused[index], layer.mlp.down_proj, layer.mlp.act_fn, self.silu, fast)
-            x, h = added_norm(x, delta, following, fast)  # h: the next layer's input
+            x, h = added_norm(x, self._mlp(index, h, fast), following, fast)  # h: the next layer's input
             if index in self.layer_ids:
                 features.append(x)
         if logits_at is not None:
@@ -303,18 +307,12 @@ def kernels_serve(x: torch.Tensor, heads: int, kv_heads: int, head_dim: int, t: 
     return cache_attention.usable(x, head_dim, heads // kv_heads * t) and layer_kernels.usable(x, head_dim)
 
 
-def gated_mlp(h: torch.Tensor, fused: FusedProjections, down: torch.nn.Linear,
-              act: Callable[[torch.Tensor], torch.Tensor], silu: bool, fast: bool) -> torch.Tensor:
-    """A gated MLP with gate and up in one GEMM: normed states h [..., d] -> down(act(gate) · up) [..., d]. When fast
-    and `silu` (act is SiLU): one kernel for a few rows (`mlp_kernel`, the output as fp32 partial sums [S, ..., d],
-    which `added_norm` adds up), else SiLU · up in one kernel between the two GEMMs."""
-    if fast and mlp_kernel.usable(h, silu, fused.gate_up_bias, down.bias):
-        return mlp_kernel.partials(h, fused.gate_up_weight, down.weight)
-    gate_up = F.linear(h, fused.gate_up_weight, fused.gate_up_bias)  # [..., 2·I]
-    if fast and silu:
-        return down(layer_kernels.silu_mul(gate_up))
+def gated(gate_up: torch.Tensor, act: Callable[[torch.Tensor], torch.Tensor], fast: bool) -> torch.Tensor:
+    """A fused [gate | up] projection [..., 2·I] -> act(gate) · up [..., I]; one kernel when fast (act is SiLU)."""
+    if fast:
+        return layer_kernels.silu_mul(gate_up)
     gate, up = gate_up.chunk(2, dim=-1)  # [..., I] each
-    return down(act(gate) * up)
+    return act(gate) * up
 
 
 def added_norm(x: torch.Tensor, delta: torch.Tensor, norm: torch.nn.Module, fast: bool) -> tuple[torch.Tensor,

@@ -2,8 +2,7 @@
 
 They run on CUDA tensors when Triton imports, and on CPU tensors only under Triton's interpreter (TRITON_INTERPRET=1,
 which the tests use). DSPARK_KERNELS=0 switches them all off (the torch ops serve instead), for a GPU whose Triton
-cannot compile them or to compare the two paths. `rounded_as` is the kernels' shared rounding step. Nothing here
-launches a kernel.
+cannot compile them or to compare the two paths. Nothing here launches a kernel.
 """
 from __future__ import annotations
 
@@ -26,19 +25,3 @@ def available(tensor: torch.Tensor) -> bool:
     if not TRITON or os.environ.get("DSPARK_KERNELS", "1") == "0":
         return False
     return tensor.is_cuda or interpreting()
-
-
-if TRITON:
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def rounded_as(x, ROUND_BF16: tl.constexpr, dtype: tl.constexpr):
-        """fp32 x rounded to `dtype` (and back to fp32) as an eager op's output rounds."""
-        if ROUND_BF16:  # nearest-even, in integer ops: exact everywhere (the interpreter's bf16 casts are not)
-            raw = x.to(tl.int32, bitcast=True)
-            raw = (raw + 0x7FFF + ((raw >> 16) & 1)) & -65536
-            rounded = raw.to(tl.float32, bitcast=True)
-        else:  # fp32: nothing to round; fp16: numpy and the GPU both round to nearest-even
-            rounded = x.to(dtype).to(tl.float32)
-        return rounded
