@@ -12,7 +12,6 @@ bookkeeping (EOS, admission, results) lives in batch_session.py.
 """
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 
 import torch
@@ -207,7 +206,7 @@ class BatchRound:
         if self.draft is not None:  # on CUDA the context extension runs beside acceptance, on its own stream
             if self.extend_stream is not None:
                 self.extend_stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(self.extend_stream) if self.extend_stream is not None else contextlib.nullcontext():
+            with torch.cuda.stream(self.extend_stream):  # None (the CPU): the current stream
                 self.draft.extend(features, start)
         if self.config.greedy:
             accepted, bonus = accept_greedy(drafts, lengths, logits)  # [b], [b]
