@@ -169,7 +169,7 @@ def step_times(engine: BatchEngine, timer: Timer, window: int) -> dict[str, floa
     logits = torch.zeros(1, gamma + 1, engine.target.vocab_size, device=r.anchor.device)
     out["  accept_greedy"] = timer(lambda: accept_greedy(r.drafts[:1], r.lengths[:1], logits))
     sd = engine.static_draft
-    out["  block forward"] = timer(lambda: sd._block_hidden(r.anchor[:1], r.start[:1], None, window))
+    out["  block forward"] = timer(lambda: sd.block_states(r.anchor[:1], r.start[:1], None, window))
     hidden = torch.zeros(1, sd.block_size, sd.draft.config.hidden_size, dtype=features.dtype, device=r.anchor.device)
     out["  markov decode + confidence"] = timer(lambda: decode_blocks(sd.draft, hidden, r.anchor[:1],
                                                                         GenerationConfig(), None))

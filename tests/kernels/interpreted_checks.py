@@ -10,6 +10,8 @@
    the engines with a gated draft stay lossless and accept what the eager loop accepts.
 5. With a draft vocabulary (FR-Spec: the K ids the draft may propose) the kernel picks the eager loop's tokens, as
    full ids, and the engines with a restricted draft stay lossless and accept what the eager loop accepts.
+6. A tree verify through the kernels: attention under the slot mask and RoPE by depth equal the torch ops, and a tree
+   engine equals the target's greedy decoding and accepts what it accepts on the torch ops.
 """
 from __future__ import annotations
 
@@ -27,8 +29,10 @@ from static_agreement import static_target_differences  # noqa: E402
 
 import dspark.engine.markov_kernel as markov_kernel  # noqa: E402
 from dspark.engine import cache_attention, layer_kernels  # noqa: E402
-from dspark.engine.static_target import (causal_bias, grouped_attention, read_rows, rope_tables,  # noqa: E402
-                                         write_rows)
+from dspark.engine.static_target import (attention_bias, causal_bias, grouped_attention, read_rows,  # noqa: E402
+                                         rope_tables, tree_visibility, write_rows)
+from dspark.engine.batch import BatchEngine  # noqa: E402
+from dspark.engine.tree import TreeShape  # noqa: E402
 from dspark.model.rope import rotate, signed_sin  # noqa: E402
 from dspark import GenerationConfig, Target, generate  # noqa: E402
 from dspark.engine.batch import generate_batch  # noqa: E402
@@ -115,6 +119,54 @@ def attention_agreement() -> dict[str, float]:
                 want = grouped_attention(q.transpose(1, 2), keys, values, bias, 0.25).transpose(1, 2)
                 name = f"attention t{t} sliding{sliding} rows{rows is not None}"
                 out[name] = float((got - want).abs().max())
+    return out
+
+
+def tree_kernel_agreement() -> dict[str, object]:
+    """A tree verify through the kernels: attention under a tree's slot mask and RoPE by depth against the torch ops,
+    and a tree engine (kernels on) against the target's greedy decoding and the same engine on the torch ops."""
+    torch.manual_seed(4)
+    out: dict[str, object] = {}
+    b, heads, kv, d, t, window = 2, 6, 2, 16, 6, 64
+    parent = torch.tensor([[0, 0, 0, 1, 2, 3], [0, 0, 1, 1, 3, 4]])  # [B, T]
+    visible = torch.eye(t, dtype=torch.bool).expand(b, t, t).clone()
+    visible[:, :, 0] = True
+    for _ in range(3):
+        visible |= visible.gather(1, parent[:, :, None].expand(b, t, t))
+        parent = parent.gather(1, parent)
+    start = torch.tensor([5, 40])
+    cache = torch.randn(b, 2 * kv, 80, d)
+    q = torch.randn(b, t, heads, d)
+    positions = start[:, None] + torch.arange(t)
+    got = cache_attention.attend(q, cache, kv, positions, None, window, 0.25, tree=(start, visible))
+    bias = attention_bias(tree_visibility(start, visible, window)[:, None], heads // kv, q.dtype)
+    want = grouped_attention(q.transpose(1, 2), cache[:, :kv, :window], cache[:, kv:, :window], bias,
+                             0.25).transpose(1, 2)
+    out["tree attention"] = float((got - want).abs().max())
+    angle = torch.arange(80)[:, None] * torch.linspace(0.1, 1.0, d)
+    cos_table, sin_table = angle.cos(), signed_sin(angle.sin())
+    qkv = torch.randn(b, t, heads + 2 * kv, d)
+    depth = torch.tensor([[0, 1, 1, 2, 2, 3], [0, 1, 2, 2, 3, 4]])
+    rotary = start[:, None] + depth
+    cache, expected = torch.zeros(b, 2 * kv, 80, d), torch.zeros(b, 2 * kv, 80, d)
+    q = layer_kernels.rope_write(qkv, heads, kv, cos_table, sin_table, cache, None, positions, rotary=rotary)
+    rotated = rotate(qkv, *rope_tables(cos_table[rotary], sin_table[rotary], heads + kv, kv))
+    write_rows(expected, None, positions, rotated[:, :, heads:].transpose(1, 2))
+    out["tree rope_write"] = max(float((q - rotated[:, :, :heads]).abs().max()), float((cache - expected).abs().max()))
+    model, draft = build_pair()
+    target = Target(model, draft.config.target_layer_ids)
+    prompts, config = [list(b"Hel"), list(b"jk"), list(b"A")], GenerationConfig(max_new_tokens=8)
+    engine = BatchEngine(target, draft, max_batch=2, max_length=48, tree=TreeShape(6, 2))
+    fused = engine.generate(prompts, config)
+    os.environ["DSPARK_KERNELS"] = "0"
+    try:
+        eager = engine.generate(prompts, config)
+    finally:
+        del os.environ["DSPARK_KERNELS"]
+    out["tree engine equals target"] = [r.tokens == hf_greedy(model, p, 8) for r, p in zip(fused, prompts)]
+    out["tree engine acceptance as eager"] = [f.stats.accepted_counts == e.stats.accepted_counts
+                                              for f, e in zip(fused, eager)]
+    out["tree engine accepted"] = sum(sum(r.stats.accepted_counts) for r in fused)
     return out
 
 
@@ -277,5 +329,5 @@ if __name__ == "__main__":
     print(json.dumps({**decode_agreement(), **attention_agreement(), **layer_kernel_agreement(),
                       **static_target_agreement(), **first_slot_off_agreement(), **engines(*build_pair()),
                       **gated_agreement(), **engines(*gated_pair(), prefix="gated_"), **vocab_decode_agreement(),
-                      **engines(*vocab_pair(), prefix="vocab_")}))
+                      **engines(*vocab_pair(), prefix="vocab_"), **tree_kernel_agreement()}))
     sys.stdout.flush()

@@ -17,3 +17,13 @@ def test_static_target_through_the_kernel_equals_the_hf_target_for_every_archite
 def test_a_prefill_too_long_for_the_attention_tile_runs_the_layer_kernels_with_sdpa_and_equals_hf(facts):
     for arch in ("llama", "qwen3", "qwen2", "mistral"):
         assert facts[f"static target {arch} long prefill"] < 1e-4, arch
+
+
+def test_tree_verify_attention_and_rope_by_depth_equal_the_torch_ops(facts):
+    assert facts["tree attention"] < 1e-5 and facts["tree rope_write"] < 1e-5
+
+
+def test_a_tree_engine_through_the_kernels_equals_greedy_decoding_and_its_torch_path(facts):
+    assert facts["tree engine equals target"] == [True, True, True]
+    assert facts["tree engine acceptance as eager"] == [True, True, True]
+    assert facts["tree engine accepted"] > 5

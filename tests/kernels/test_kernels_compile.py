@@ -44,13 +44,15 @@ def test_markov_slot_kernel_compiles_for_sm90(gated, mapped, dtype, block_n):
     assert _cubin(compile_for_sm90(markov_kernel._slot_kernel, types, constants))
 
 
-@pytest.mark.parametrize("has_rows,sliding", [(False, False), (True, False), (True, True)])
-def test_cache_attention_kernel_compiles_for_sm90(has_rows, sliding):
+@pytest.mark.parametrize("has_rows,sliding,tree", [(False, False, False), (True, False, False), (True, True, False),
+                                                   (False, False, True)])
+def test_cache_attention_kernel_compiles_for_sm90(has_rows, sliding, tree):
     types = {"q_ptr": "*bf16", "q_stride_b": "i32", "q_stride_t": "i32", "q_stride_h": "i32", "cache_ptr": "*bf16",
              "c_stride_b": "i32", "c_stride_h": "i32", "c_stride_l": "i32", "rows_ptr": "*i64", "last_ptr": "*i64",
-             "out_ptr": "*bf16", "t_len": "i32", "kv_heads": "i32", "window": "i32", "sliding": "i32", "scale": "fp32"}
-    constants = {"G": 3, "D": 64, "BLOCK_Q": 32, "BLOCK_K": 64, "HAS_ROWS": has_rows, "SLIDING": sliding,
-                 "IEEE": False}
+             "out_ptr": "*bf16", "start_ptr": "*i64", "tree_ptr": "*i1" if tree else "*i64", "t_len": "i32",
+             "kv_heads": "i32", "window": "i32", "sliding": "i32", "scale": "fp32"}
+    constants = {"G": 3, "D": 64, "BLOCK_Q": 128 if tree else 32, "BLOCK_K": 64, "HAS_ROWS": has_rows,
+                 "SLIDING": sliding, "TREE": tree, "IEEE": False}
     assert _cubin(compile_for_sm90(cache_attention._cache_attention_kernel, types, constants))
 
 
@@ -58,7 +60,7 @@ def test_cache_attention_kernel_compiles_for_sm90(has_rows, sliding):
 def test_rope_write_kernel_compiles_for_sm90(has_norms):
     types = {"heads_ptr": "*bf16", "cos_ptr": "*bf16", "sin_ptr": "*bf16", "q_ptr": "*bf16", "cache_ptr": "*bf16",
              "c_stride_b": "i32", "c_stride_h": "i32", "c_stride_l": "i32", "rows_ptr": "*i64",
-             "positions_ptr": "*i64", "q_norm_ptr": "*bf16", "k_norm_ptr": "*bf16", "eps": "fp32", "t_len": "i32",
+             "positions_ptr": "*i64", "rotary_ptr": "*i64", "q_norm_ptr": "*bf16", "k_norm_ptr": "*bf16", "eps": "fp32", "t_len": "i32",
              "token_stride": "i32", "q_heads": "i32", "kv_heads": "i32"}
     constants = {"D": 64, "BLOCK_H": 16, "HAS_ROWS": True, "HAS_NORMS": has_norms}
     assert _cubin(compile_for_sm90(layer_kernels._rope_write_kernel, types, constants))

@@ -26,6 +26,7 @@ from dspark.engine.generate import GenerationResult, _drafts_per_round, prepare_
 from dspark.engine.schedule import StepCostTable
 from dspark.engine.static_draft import StaticDraft
 from dspark.engine.static_target import StaticTarget
+from dspark.engine.tree import TreeShape
 from dspark.model.draft import DSparkDraft
 from dspark.model.target import Target
 
@@ -36,19 +37,28 @@ class BatchEngine:
     """Static caches for `max_batch` sequences of up to `max_length` positions (prompt + new tokens + a block)."""
 
     def __init__(self, target: Target, draft: DSparkDraft | None, max_batch: int = 8, max_length: int = 2048,
-                 cuda_graphs: bool | None = None, pad_to_buckets: bool | None = None, ragged: bool = False):
+                 cuda_graphs: bool | None = None, pad_to_buckets: bool | None = None, ragged: bool = False,
+                 tree: TreeShape | None = None):
         """`ragged` verify: the target computes only the slots each row verifies, so a row that verifies fewer
         drafts costs less (the paper's packed verify; scheduling then chooses each row's length, batch_schedule.py);
         it reads one host value per verify, so it runs eagerly (without CUDA graphs). Default: a rectangle of the
         round's widest row (graph-safe). Which is faster depends on the target: ragged pays where the projections
-        and MLP outweigh attention over the rectangle (benchmarks/results/cpu_ragged/)."""
+        and MLP outweigh attention over the rectangle (benchmarks/results/cpu_ragged/). `tree`: verify a tree of
+        drafts per row instead of the block's chain (tree.py; greedy only, no scheduling rule, not ragged)."""
         if max_batch < 1 or max_length < 2:
             raise ValueError("max_batch must be >= 1 and max_length >= 2")
+        if tree is not None:
+            if draft is None or draft.markov_head is None:
+                raise ValueError("a tree engine needs a DSpark draft with a Markov head (it branches on it)")
+            if ragged:
+                raise ValueError("a tree verify is not ragged; build the engine with ragged=False")
+            tree.check(draft.config.num_draft_tokens)
         if draft is not None:
             prepare_pair(target, draft)
         self.target, self.draft = target, draft
         self.max_batch, self.max_length = max_batch, max_length
-        self.static_target = StaticTarget(target, max_batch, max_length)
+        room = max(0, tree.nodes - draft.config.num_draft_tokens) if tree is not None else 0  # a tree's extra slots
+        self.static_target = StaticTarget(target, max_batch, max_length + room)
         self.static_draft = StaticDraft(draft, max_batch, max_length) if draft is not None else None
         on_cuda = target.device.type == "cuda"
         self.cuda_graphs = (on_cuda and not ragged) if cuda_graphs is None else cuda_graphs
@@ -58,7 +68,7 @@ class BatchEngine:
         if ragged and self.cuda_graphs:
             raise ValueError("a ragged verify runs eagerly; build the BatchEngine with cuda_graphs=False, or ragged=False "
                              "for CUDA graphs")
-        self.round = BatchRound(self.static_target, self.static_draft, max_batch, self.ragged)
+        self.round = BatchRound(self.static_target, self.static_draft, max_batch, self.ragged, tree)
         self.pad_to_buckets = self.cuda_graphs if pad_to_buckets is None else pad_to_buckets
         # row counts the graphs are captured for: the powers of two below max_batch, and max_batch (before run 12 of
         # benchmarks/results/speed/ they stopped at 64, so 128 rows ran, and were timed for Algorithm 1, as 256)
@@ -189,6 +199,8 @@ class BatchEngine:
         self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.static_target.device))
         if self.draft is None:
             rules = ()  # no propose step
+        elif self.round.tree is not None:
+            rules = ("none",)  # a tree engine schedules nothing
         else:  # a propose step is captured with its session's rule
             rules = RULES if self.draft.confidence_head is not None else ("none",)
         shapes, done = 0, set()
@@ -199,7 +211,8 @@ class BatchEngine:
                     self._propose(b, window)
                     shapes += 1
                 self.round.rule = "none"
-                for t in range(1, self.round.gamma_max + 2):
+                tree = self.round.tree is not None
+                for t in (1, self.round.verify_span) if tree else range(1, self.round.gamma_max + 2):
                     self._verify(b, t, window)
                     shapes += 1
         if self.graphs is not None:  # prefill shapes: entries × widths 64, 128, … (as _prefill_shape picks them)

@@ -22,17 +22,21 @@ from dspark.engine.batch_schedule import Scheduling, scheduled_lengths
 from dspark.engine.sampling import processed_probs, sample
 from dspark.engine.static_draft import StaticDraft
 from dspark.engine.static_target import StaticTarget
+from dspark.engine.tree import TreeDrafts, TreeShape, accept_tree_greedy, accepted_path, build_tree
 
 
 class BatchRound:
     """Buffers for up to `max_batch` rows and the steps of a round over their first b rows."""
 
-    def __init__(self, target: StaticTarget, draft: StaticDraft | None, max_batch: int, ragged: bool = False):
+    def __init__(self, target: StaticTarget, draft: StaticDraft | None, max_batch: int, ragged: bool = False,
+                 tree: TreeShape | None = None):
         self.target, self.draft = target, draft
-        self.max_batch, self.ragged = max_batch, ragged
+        self.max_batch, self.ragged, self.tree = max_batch, ragged, tree
         self.gamma_max = draft.draft.config.num_draft_tokens if draft is not None else 0
         self.block_size = draft.block_size if draft is not None else 0
         device, g = target.device, self.gamma_max
+        # a tree verify's slots (anchor + nodes), else the widest chain verify
+        self.verify_span = tree.nodes + 1 if tree is not None else g + 1
 
         def zeros(*shape: int, dtype: torch.dtype = torch.long) -> torch.Tensor:
             return torch.zeros(shape, dtype=dtype, device=device)
@@ -60,6 +64,10 @@ class BatchRound:
         self.gamma = 0
         # the draft's context extension needs only the verified features: on CUDA it overlaps acceptance
         self.extend_stream = torch.cuda.Stream(device) if device.type == "cuda" and draft is not None else None
+        if tree is not None:  # the rows' trees (tree.py): tokens, parent slots, depths, slot visibility
+            slots = tree.nodes + 1
+            self.trees = TreeDrafts(zeros(max_batch, slots), zeros(max_batch, slots), zeros(max_batch, slots),
+                                    zeros(max_batch, slots, slots, dtype=torch.bool))
         self.rule = "none"
         self.generator: torch.Generator | None = None
 
@@ -67,6 +75,10 @@ class BatchRound:
               scheduling: Scheduling = Scheduling(), calibration: torch.Tensor | None = None) -> None:
         """Settings of one session (or generate call): sampling config, drafts per round (≤ the draft's), the RNG,
         the scheduling rule and the confidence calibration, copied into buffers the captured steps read."""
+        if self.tree is not None and (not config.greedy or scheduling.rule != "none" or gamma != self.gamma_max):
+            raise ValueError("tree verification is greedy, verifies the whole tree and drafts the draft's full block: "
+                             "use temperature 0, no scheduling rule and the draft's own block_size, or an engine "
+                             "without a tree")
         self.config, self.gamma, self.generator = config, gamma, generator
         if not config.greedy and self.gamma_max and self.probs is None:
             vocab = self.target.target.vocab_size
@@ -149,6 +161,7 @@ class BatchRound:
         """Queue the copy of rows 0 … n−1 of `packed` (columns < t + 2) to the host after the steps issued so far;
         returns a function that waits for that copy alone and gives the rows as lists, so steps queued after this
         call (the next block's draft) run on while the host commits."""
+        t = min(t, self.gamma_max + 1)  # a tree's verify commits at most a block and its bonus
         if self.packed_host is None:
             rows = self.packed[:n, : t + 2].tolist()
             return lambda: rows
@@ -166,7 +179,15 @@ class BatchRound:
     @torch.inference_mode()
     def propose(self, b: int, window: int | None = None) -> None:
         """Draft a block for rows 0 … b−1 into drafts / probs / confidence (attending to positions < window), then
-        decide how many drafts each row verifies (`schedule`)."""
+        decide how many drafts each row verifies (`schedule`). With a tree shape: the rows' trees, of which a row
+        accepts at most `lengths` nodes."""
+        if self.tree is not None:
+            hidden = self.draft.block_states(self.anchor[:b], self.start[:b], None, window)  # [b, γ, d]
+            tree = build_tree(self.draft.draft, hidden, self.anchor[:b], self.tree)
+            for buffer, value in zip(self.trees.rows(b).parts, tree.parts):
+                buffer.copy_(value)
+            self.schedule(b)
+            return
         out = self.draft.propose(self.anchor[:b], self.start[:b], None, self.config, self.generator, window,
                                  confidence=self.rule != "none")  # only a scheduling rule reads the confidence
         self.drafts[:b].copy_(out.tokens)  # [b, γ]
@@ -190,11 +211,46 @@ class BatchRound:
         self.lengths[:b] = lengths  # [b]
         self.width.copy_(lengths.max() + 1)
 
+    def _verify_tree(self, b: int, window: int | None) -> None:
+        """The tree verify: every slot of rows 0 … b−1's trees in one target pass, the deepest matching path
+        accepted, its keys/values moved behind the anchor and its features extending the draft."""
+        anchor, start, lengths, g = self.anchor[:b], self.start[:b], self.lengths[:b], self.gamma_max
+        tree = self.trees.rows(b)
+        logits, features = self.target.forward(tree.tokens, start, window=window, tree=tree)  # [b, T, V], [b, T, F]
+        accepted, bonus, best = accept_tree_greedy(tree, lengths, logits)  # [b] each
+        path = accepted_path(tree, best, g)  # [b, γ] slots by depth
+        self.target.keep_path(start, path)
+        if self.extend_stream is not None:
+            self.extend_stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.extend_stream):  # None (the CPU): the current stream
+            slots = torch.cat([torch.zeros_like(path[:, :1]), path], dim=1)  # [b, γ+1] anchor, then the path
+            self.draft.extend(features.gather(1, slots[:, :, None].expand(b, g + 1, features.shape[-1])), start)
+        committed = torch.cat([tree.tokens.gather(1, path), torch.zeros_like(anchor)[:, None]], dim=1)  # [b, γ+1]
+        committed.scatter_(1, accepted[:, None], bonus[:, None])  # bonus right after the accepted nodes
+        self._advance(b, accepted, bonus, committed)
+
+    def _advance(self, b: int, accepted: torch.Tensor, bonus: torch.Tensor, committed: torch.Tensor) -> None:
+        """Report [accepted, L, committed …] in `packed` and move rows 0 … b−1 past their commits."""
+        anchor, start = self.anchor[:b], self.start[:b]
+        self.packed[:b, 0] = accepted
+        self.packed[:b, 1] = self.lengths[:b]
+        self.packed[:b, 2 : 2 + committed.shape[1]] = committed
+        step = (accepted + 1) * self.active[:b]  # [b] inactive rows stay where they are
+        if self.extend_stream is not None:  # the extension read `start`: join it before start moves
+            torch.cuda.current_stream().wait_stream(self.extend_stream)
+        start.add_(step)
+        self.budget[:b].sub_(step)
+        anchor.copy_(torch.where(self.active[:b], bonus, anchor))
+
     @torch.inference_mode()
     def verify(self, b: int, t: int, window: int | None = None) -> None:
         """Verify [anchor, d_0 … d_{t−2}] for rows 0 … b−1 (attending to positions < window), accept, extend the
         draft, advance the rows. Ragged: the target computes only each row's anchor and its `lengths` drafts (finding
-        them reads one host value, so a ragged verify runs eagerly)."""
+        them reads one host value, so a ragged verify runs eagerly). A tree engine verifies its trees (t is then
+        the tree's width)."""
+        if self.tree is not None and t > 1:
+            self._verify_tree(b, window)
+            return
         anchor, start, lengths = self.anchor[:b], self.start[:b], self.lengths[:b]
         drafts = self.drafts[:b, : t - 1]  # [b, t−1]
         ids = torch.cat([anchor[:, None], drafts], dim=1)  # [b, t]
@@ -217,12 +273,4 @@ class BatchRound:
             accepted, bonus = accept_sampling(drafts, lengths, self.probs[:b, : t - 1], target_probs, self.generator)
         committed = torch.cat([drafts, torch.zeros_like(anchor)[:, None]], dim=1)  # [b, t]
         committed.scatter_(1, accepted[:, None], bonus[:, None])  # bonus right after the accepted drafts
-        self.packed[:b, 0] = accepted
-        self.packed[:b, 1] = lengths
-        self.packed[:b, 2 : 2 + t] = committed
-        step = (accepted + 1) * self.active[:b]  # [b] inactive rows stay where they are
-        if self.extend_stream is not None:  # the extension read `start`: join it before start moves
-            torch.cuda.current_stream().wait_stream(self.extend_stream)
-        start.add_(step)
-        self.budget[:b].sub_(step)
-        anchor.copy_(torch.where(self.active[:b], bonus, anchor))
+        self._advance(b, accepted, bonus, committed)

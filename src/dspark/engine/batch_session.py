@@ -203,13 +203,15 @@ class BatchSession:
         engine, rows = self.engine, self._slots[:n]
         b = engine._width_rows(n)
         anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in rows)  # the furthest anchor
-        window = engine._window(anchor_at + max(engine.round.gamma_max + 1, engine.round.block_size))
+        window = engine._window(anchor_at + max(engine.round.verify_span, engine.round.block_size))
         if self.gamma and self._ahead != (b, window):
             engine._propose(b, window)  # drafts, and how many of them each row verifies
         if engine.round.rule != "none":
             t = int(engine.round.width)  # the scheduled width (one small extra sync)
         else:
             t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in rows) - 1) + 1
+            if t > 1 and engine.round.tree is not None:
+                t = engine.round.verify_span  # the whole tree (a row accepts at most its budget)
         engine._verify(b, t, window)
         read = engine.round.packed_reader(n, t)
         self._ahead = None

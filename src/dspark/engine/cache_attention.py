@@ -9,8 +9,9 @@ blocks in fp32, and writes [B, T, H, D] contiguous, which the output projection 
 result does not depend on how many queries share its row (the key loop is the same), so a verify step and a plain
 decoding step compute a row's attention in the same order.
 
-What it does not do: prefill-sized queries (G·T > 128 goes to SDPA), causal masks other than by position, CPU tensors
-(the SDPA path serves those; tests run the kernel on the CPU through Triton's interpreter, TRITON_INTERPRET=1).
+What it does not do: prefill-sized queries (G·T > 128 goes to SDPA), masks other than by position or a tree's slot
+mask, CPU tensors (the SDPA path serves those; tests run the kernel on the CPU through Triton's interpreter,
+TRITON_INTERPRET=1).
 """
 from __future__ import annotations
 
@@ -41,9 +42,10 @@ if triton is not None:
 
     @triton.jit
     def _cache_attention_kernel(q_ptr, q_stride_b, q_stride_t, q_stride_h, cache_ptr, c_stride_b, c_stride_h,
-                                c_stride_l, rows_ptr, last_ptr, out_ptr, t_len, kv_heads, window, sliding, scale,
-                                G: tl.constexpr, D: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr,
-                                HAS_ROWS: tl.constexpr, SLIDING: tl.constexpr, IEEE: tl.constexpr):
+                                c_stride_l, rows_ptr, last_ptr, out_ptr, start_ptr, tree_ptr, t_len, kv_heads,
+                                window, sliding, scale, G: tl.constexpr, D: tl.constexpr, BLOCK_Q: tl.constexpr,
+                                BLOCK_K: tl.constexpr, HAS_ROWS: tl.constexpr, SLIDING: tl.constexpr,
+                                TREE: tl.constexpr, IEEE: tl.constexpr):
         b = tl.program_id(0)
         kv_head = tl.program_id(1)
         row = tl.load(rows_ptr + b).to(tl.int64) if HAS_ROWS else b.to(tl.int64)
@@ -57,6 +59,9 @@ if triton is not None:
         last = tl.load(last_ptr + b * t_len + t, mask=in_q, other=-1)  # [BQ] last visible key position
         hi = tl.minimum(tl.max(last, axis=0) + 1, window)
         lo = 0
+        tree_start = 0
+        if TREE:
+            tree_start = tl.load(start_ptr + b)
         if SLIDING:
             lo = tl.maximum(tl.min(tl.where(in_q, last, hi), axis=0) - sliding + 1, 0) // BLOCK_K * BLOCK_K
         keys_base = cache_ptr + row * c_stride_b + kv_head * c_stride_h
@@ -74,7 +79,14 @@ if triton is not None:
             else:
                 s = tl.dot(q, tl.trans(k))  # bf16/fp16 inputs, fp32 accumulation (exact products)
             s = s * scale
-            visible = (pos[None, :] <= last[:, None]) & in_k[None, :]
+            if TREE:  # the context, and the tree slots (at tree_start + j) this query's row of the mask allows
+                j = pos - tree_start  # [BK]
+                in_tree = (j >= 0) & (j < t_len)
+                seen = tl.load(tree_ptr + (b * t_len + t[:, None]) * t_len + j[None, :],
+                               mask=in_q[:, None] & in_tree[None, :], other=0)  # [BQ, BK]
+                visible = ((j < 0)[None, :] | (seen != 0)) & in_k[None, :]
+            else:
+                visible = (pos[None, :] <= last[:, None]) & in_k[None, :]
             if SLIDING:
                 visible = visible & (pos[None, :] > last[:, None] - sliding)
             s = tl.where(visible, s, float("-inf"))
@@ -96,19 +108,23 @@ if triton is not None:
 
 
 def attend(q: torch.Tensor, cache: torch.Tensor, kv_heads: int, last: torch.Tensor, rows: torch.Tensor | None,
-           window: int, scale: float | None, sliding: int | None = None) -> torch.Tensor:
+           window: int, scale: float | None, sliding: int | None = None,
+           tree: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """New queries q [B, T, H, D] (any strides, D contiguous) against cache [B_max, 2·H_kv, L, D] rows `rows` [B]
     (None: 0 … B−1): query (b, t) sees keys at positions ≤ last[b, t] ([B, T]), below `window`, and within the last
-    `sliding` positions when given; scale None: 1/√D -> [B, T, H, D] contiguous, q's dtype."""
+    `sliding` positions when given; scale None: 1/√D -> [B, T, H, D] contiguous, q's dtype. `tree` (start [B],
+    visibility [B, T, T] bool): a tree verify's slots at start_b + t; query t sees every position < start_b and the
+    slots its row of the mask allows (`last` then only bounds the keys read: each row's last slot)."""
     b, t, heads, d = q.shape
     groups = heads // kv_heads
     block_q = max(16, triton.next_power_of_2(groups * t))
     out = torch.empty(b, t, heads, d, dtype=q.dtype, device=q.device)  # [B, T, H, D]
     last = last.contiguous()  # [B, T] integer positions (a no-op for the engine's own tensors)
     anchor = rows if rows is not None else last  # any tensor: unused without rows
+    start, mask = tree if tree is not None else (last, last)  # unused without a tree
     _cache_attention_kernel[(b, kv_heads)](
         q, q.stride(0), q.stride(1), q.stride(2), cache, cache.stride(0), cache.stride(1), cache.stride(2), anchor,
-        last, out, t, kv_heads, min(window, cache.shape[2]), sliding or 0, scale or 1 / math.sqrt(d), G=groups, D=d,
-        BLOCK_Q=block_q, BLOCK_K=64, HAS_ROWS=rows is not None, SLIDING=sliding is not None,
-        IEEE=q.dtype == torch.float32)
+        last, out, start, mask.contiguous(), t, kv_heads, min(window, cache.shape[2]), sliding or 0,
+        scale or 1 / math.sqrt(d), G=groups, D=d, BLOCK_Q=block_q, BLOCK_K=64, HAS_ROWS=rows is not None,
+        SLIDING=sliding is not None, TREE=tree is not None, IEEE=q.dtype == torch.float32)
     return out

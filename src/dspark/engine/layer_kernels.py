@@ -64,7 +64,8 @@ if triton is not None:
 
     @triton.jit
     def _rope_write_kernel(heads_ptr, cos_ptr, sin_ptr, q_ptr, cache_ptr, c_stride_b, c_stride_h, c_stride_l,
-                           rows_ptr, positions_ptr, q_norm_ptr, k_norm_ptr, eps, t_len, token_stride, q_heads,
+                           rows_ptr, positions_ptr, rotary_ptr, q_norm_ptr, k_norm_ptr, eps, t_len, token_stride,
+                           q_heads,
                            kv_heads, D: tl.constexpr, BLOCK_H: tl.constexpr, HAS_ROWS: tl.constexpr,
                            HAS_NORMS: tl.constexpr):
         token = tl.program_id(0).to(tl.int64)  # b·T + t
@@ -73,7 +74,8 @@ if triton is not None:
         head = tl.arange(0, BLOCK_H)
         dims = tl.arange(0, D)
         inside = (head < total)[:, None]
-        position = tl.load(positions_ptr + token).to(tl.int64)
+        position = tl.load(positions_ptr + token).to(tl.int64)  # where k and v go
+        turn = tl.load(rotary_ptr + token).to(tl.int64)  # the position RoPE turns by (a tree slot's: start + depth)
         base = heads_ptr + token * token_stride + head[:, None] * D
         spun = (dims + D // 2) % D  # rotate_half's source dims
         x = tl.load(base + dims[None, :], mask=inside, other=0.0).to(tl.float32)  # [BH, D]
@@ -88,8 +90,8 @@ if triton is not None:
                               tl.load(k_norm_ptr + spun)[None, :].to(tl.float32))
             x = tl.where(normed, (x * rstd * w).to(q_ptr.dtype.element_ty).to(tl.float32), x)
             rolled = tl.where(normed, (rolled * rstd * w_spun).to(q_ptr.dtype.element_ty).to(tl.float32), rolled)
-        cos = tl.load(cos_ptr + position * D + dims).to(tl.float32)  # [D] the table's row for this position
-        sin = tl.load(sin_ptr + position * D + dims).to(tl.float32)  # [D] signed: −sin on the first half
+        cos = tl.load(cos_ptr + turn * D + dims).to(tl.float32)  # [D] the table's row for this position
+        sin = tl.load(sin_ptr + turn * D + dims).to(tl.float32)  # [D] signed: −sin on the first half
         turned = (x * cos[None, :]).to(q_ptr.dtype.element_ty).to(tl.float32) + rolled * sin[None, :]
         rotate = (head < q_heads + kv_heads)[:, None]  # q and k turn, v is copied
         out = tl.where(rotate, turned, x).to(q_ptr.dtype.element_ty)  # [BH, D]
@@ -123,21 +125,25 @@ def silu_mul(gate_up: torch.Tensor) -> torch.Tensor:
 
 def rope_write(heads: torch.Tensor, q_heads: int, kv_heads: int, cos: torch.Tensor, sin_signed: torch.Tensor,
                cache: torch.Tensor, rows: torch.Tensor | None, positions: torch.Tensor,
-               norms: tuple[torch.Tensor, torch.Tensor, float] | None = None) -> torch.Tensor:
+               norms: tuple[torch.Tensor, torch.Tensor, float] | None = None,
+               rotary: torch.Tensor | None = None) -> torch.Tensor:
     """Projected heads [B, T, H + 2·H_kv, D] ([q | k | v], H may be 0; a view with any token stride, e.g. one layer's
     slice of a wider projection, is read in place), position tables cos / sin_signed [P, D] (`rope.signed_sin`; row
     p for position p, every position < P), cache [B_max, 2·H_kv, L, D] (keys, then values), rows [B] (None: 0 … B−1),
     positions [B, T], and for Qwen3-style layers the per-head norms (q weight [D], k weight [D], epsilon), applied
-    before the rotation -> rotated q [B, T, H, D]; rotated k and v written into the cache rows at their positions."""
+    before the rotation -> rotated q [B, T, H, D]; rotated k and v written into the cache rows at their positions.
+    `rotary` [B, T]: the positions q and k turn by when they differ from where k and v go (a tree's slots)."""
     b, t, total, d = heads.shape
     if heads.stride(3) != 1 or heads.stride(2) != d or heads.stride(0) != t * heads.stride(1):
         heads = heads.contiguous()
     positions = positions.contiguous()
+    rotary = positions if rotary is None else rotary.contiguous()
     cos, sin_signed = cos.to(heads.dtype).contiguous(), sin_signed.to(heads.dtype).contiguous()  # no-ops for tables
     q = heads.new_empty(b, t, q_heads, d)  # [B, T, H, D]
     q_weight, k_weight, eps = norms if norms is not None else (cos, cos, 0.0)  # unused without norms
     _rope_write_kernel[(b * t,)](heads, cos, sin_signed, q, cache, cache.stride(0), cache.stride(1), cache.stride(2),
-                                 rows if rows is not None else positions, positions, q_weight, k_weight, eps, t,
+                                 rows if rows is not None else positions, positions, rotary, q_weight, k_weight,
+                                 eps, t,
                                  heads.stride(1), q_heads, kv_heads, D=d, BLOCK_H=triton.next_power_of_2(total),
                                  HAS_ROWS=rows is not None, HAS_NORMS=norms is not None)
     return q

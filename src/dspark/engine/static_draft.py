@@ -96,9 +96,12 @@ class StaticDraft:
             self._mask = row.to(self.draft.fc.weight.dtype)[None, None].clone()
         return self._mask
 
-    def _block_hidden(self, anchor: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None,
-                      window: int) -> torch.Tensor:
-        """The block [anchor, mask …] at positions start … start+block_size−1 -> final-normed states [B, γ_b, d]."""
+    def block_states(self, anchor: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None,
+                     window: int | None = None) -> torch.Tensor:
+        """The block [anchor, mask …] at positions start … start+block_size−1 -> the predicting slots' final-normed
+        states [B, γ, d] (DFlash mode: slot 0 predicts nothing, so γ = block_size − 1). Attention reads positions <
+        window (default: all)."""
+        window = min(window or self.max_length, self.max_length)
         draft, b, size = self.draft, anchor.shape[0], self.block_size
         mask = self.mask_embedding()  # [1, 1, d]
         positions = start[:, None] + self.offsets[:size]  # [B, γ_b]
@@ -129,7 +132,7 @@ class StaticDraft:
             act = gated(F.linear(h, fused.gate_up_weight), F.silu, fast)  # [B, γ_b, I]
             following = layers[index + 1].input_layernorm if index + 1 < len(layers) else draft.norm
             x, h = added_norm(x, layer.mlp.down_proj(act), following, fast)
-        return h
+        return h[:, 1:] if draft.config.mode == "dflash" else h  # DFlash: slot k predicts x_{p+k}
 
     @torch.inference_mode()
     def propose(self, anchor: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None,
@@ -139,7 +142,5 @@ class StaticDraft:
         tokens [B, γ], probs [B, γ, V] (sampling), confidence logits [B, γ] (with a confidence head, unless
         `confidence` is False). Attention reads positions < window (default: all), which must cover start +
         block_size."""
-        hidden = self._block_hidden(anchor, start, rows, min(window or self.max_length, self.max_length))
-        if self.draft.config.mode == "dflash":
-            hidden = hidden[:, 1:]  # slot 0 predicts nothing; slot k predicts x_{p+k}
+        hidden = self.block_states(anchor, start, rows, window)
         return decode_blocks(self.draft, hidden, anchor, config, generator, confidence)

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from dspark.engine import cache_attention, layer_kernels
 from dspark.engine.fused_layers import fuse_projections, projected_heads
+from dspark.engine.tree import TreeDrafts
 from dspark.model.rope import rotate, signed_sin
 from dspark.model.target import Target
 
@@ -196,8 +197,10 @@ class StaticTarget:
         cos, sin = self.backbone.rotary_emb(weight[:0], self.offsets[None])  # [1, L, D] each, the model dtype
         self.rope = position_tables(cos[0], sin[0])  # [L, D] each
         shape = (max_batch, 2 * self.kv_heads, self.max_length, self.head_dim)
-        # one cache per layer, keys in heads 0 … H_kv−1 and values after them: one write per layer and token block
-        self.kv = [torch.zeros(shape, dtype=weight.dtype, device=weight.device) for _ in self.backbone.layers]
+        # one cache per layer, keys in heads 0 … H_kv−1 and values after them: one write per layer and token block;
+        # all layers in one tensor, so a tree's accepted path moves in one gather and one scatter (`keep_path`)
+        self.cache = torch.zeros((len(self.backbone.layers), *shape), dtype=weight.dtype, device=weight.device)
+        self.kv = list(self.cache.unbind(0))  # [B_max, 2·H_kv, L_max, D] views, one per layer
         self.keys = [cache[:, : self.kv_heads] for cache in self.kv]  # [B_max, H_kv, L_max, D] views
         self.values = [cache[:, self.kv_heads :] for cache in self.kv]
 
@@ -210,14 +213,28 @@ class StaticTarget:
         for cache in self.kv:
             cache[destination].copy_(cache[source])
 
+    def keep_path(self, start: torch.Tensor, path: torch.Tensor) -> None:
+        """After a tree verify of rows 0 … B−1 at start [B]: move the accepted path's keys/values, tree slots path
+        [B, γ] (relative to start, by depth 1 … γ), to positions start+1 … start+γ in every layer (slots past the
+        accepted depth hold their own depth: they stay where they are, masked until overwritten)."""
+        b, gamma = path.shape
+        layers, _, heads, _, dim = self.cache.shape
+        source = (start[:, None] + path)[None, :, None, :, None].expand(layers, b, heads, gamma, dim)
+        target = (start[:, None] + 1 + self.offsets[:gamma])[None, :, None, :, None].expand(layers, b, heads, gamma,
+                                                                                             dim)
+        rows = self.cache[:, :b]  # [layers, B, 2·H_kv, L, D]
+        rows.scatter_(3, target, rows.gather(3, source))  # the gather is a copy: sources never move before read
+
     def _attention(self, index: int, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
                    positions: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor | None,
-                   window: int, fast: bool, packing: Packing | None = None) -> torch.Tensor:
+                   window: int, fast: bool, packing: Packing | None = None,
+                   tree: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Normed states h [B, T, d] ([1, N, d] when packed) -> attention output of the same shape; writes the
         block's keys/values into the layer's cache. fast: norms, rotation and the cache write in one kernel (rope =
         cos, sin_signed tables [L, D]), then the attention kernel (bias None) or SDPA with bias [B, 1, G·T, W]; else
         the torch ops and SDPA (rope = tables [B, T, H + 2·H_kv, D] that turn q and k and leave v as it is: cos 1,
-        sin 0 on v's heads)."""
+        sin 0 on v's heads). tree: (start [B], rotary positions [B, T], visibility [B, T, T]) of a tree verify,
+        whose slots are written at `positions` but turned by their depth and masked by `bias` or the kernel."""
         attn, fused = self.backbone.layers[index].self_attn, self.fused[index]
         b, t = positions.shape
         unpack, pack = (packing.scatter, packing.gather) if packing is not None else (_same, _same)
@@ -226,10 +243,11 @@ class StaticTarget:
         if fast:  # attention reads q in place and the cache
             qkv = unpack(projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim))  # [B, T, H+2·H_kv, D]
             norms = (attn.q_norm.weight, attn.k_norm.weight, norm_eps(attn.q_norm)) if qwen3 else None
-            q = layer_kernels.rope_write(qkv, heads, kv, *rope, self.kv[index], rows, positions, norms)  # [B,T,H,D]
+            q = layer_kernels.rope_write(qkv, heads, kv, *rope, self.kv[index], rows, positions, norms,
+                                         rotary=None if tree is None else tree[1])  # [B, T, H, D]
             if bias is None:
                 out = cache_attention.attend(q, self.kv[index], kv, positions, rows, window, attn.scaling,
-                                             self.windows[index])  # [B, T, H, D]
+                                             self.windows[index], tree=None if tree is None else (tree[0], tree[2]))
             else:  # too many queries per row for the attention kernel's tile (a prefill)
                 keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
                 values = read_rows(self.values[index], rows, b, window)
@@ -253,15 +271,19 @@ class StaticTarget:
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None = None,
                 logits_at: torch.Tensor | None = None, window: int | None = None,
-                tokens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                tokens: torch.Tensor | None = None, tree: TreeDrafts | None = None) -> tuple[torch.Tensor,
+                                                                                        torch.Tensor]:
         """ids [B, T] at positions start_b … start_b+T−1 of cache rows `rows` [B] (None: rows 0 … B−1) ->
         logits [B, T, V] fp32 (only column logits_at_b's [B, 1, V] when given) and features [B, T, m·d].
         Attention reads cache positions < window (default: all); every position a query sees must lie below it.
         `tokens` [N]: compute only these flat slots of the B × T rectangle, each row's a prefix (a packed verify,
-        `Packing`); logits and features are 0 at the other slots."""
+        `Packing`); logits and features are 0 at the other slots. `tree`: ids are a tree's slots (tree.py), slot t
+        written at start_b + t, turned as position start_b + depth and attending to the context and its ancestors."""
         b, t = ids.shape
         if tokens is not None and logits_at is not None:
             raise ValueError("a packed forward returns every computed slot's logits; logits_at is for prefills")
+        if tree is not None and (tokens is not None or rows is not None or any(w is not None for w in self.windows)):
+            raise ValueError("a tree verify runs on rows 0 … B−1 of a full-attention target, unpacked")
         packing = Packing(tokens, b, t) if tokens is not None else None
         positions = start[:, None] + self.offsets[:t]  # [B, T]
         x = self.backbone.embed_tokens(ids if packing is None else packing.gather(ids[..., None])[..., 0])  # [B,T,d]
@@ -270,19 +292,25 @@ class StaticTarget:
         fast = layer_kernels.usable(x, self.head_dim)
         rope = self.rope  # cos, signed sin [L, D], read by position
         width = min(window or self.max_length, self.max_length)
+        rotary = positions if tree is None else start[:, None] + tree.depth  # [B, T] the positions RoPE turns by
+        tree_args = None if tree is None else (start, rotary, tree.visible)
         if kernels_serve(x, self.heads, self.kv_heads, self.head_dim, t):
-            biases = dict.fromkeys(self.windows)  # the attention kernel masks by position: no bias
+            biases = dict.fromkeys(self.windows)  # the attention kernel masks by position (or tree): no bias
         else:
             if not fast:
-                rope = rope_tables(rope[0][positions], rope[1][positions], self.heads + self.kv_heads, self.kv_heads)
-            biases = {w: causal_bias(positions, width, self.heads // self.kv_heads, x.dtype, w)
-                      for w in set(self.windows)}  # [B, 1, G·T, W] per distinct window, built once per forward
+                rope = rope_tables(rope[0][rotary], rope[1][rotary], self.heads + self.kv_heads, self.kv_heads)
+            groups = self.heads // self.kv_heads
+            if tree is not None:
+                biases = {None: attention_bias(tree_visibility(start, tree.visible, width)[:, None], groups, x.dtype)}
+            else:
+                biases = {w: causal_bias(positions, width, groups, x.dtype, w)
+                          for w in set(self.windows)}  # [B, 1, G·T, W] per distinct window, built once per forward
         features = [x] if -1 in self.layer_ids else []
         layers = self.backbone.layers
         h = rms_norm(layers[0].input_layernorm, x)
         for index, layer in enumerate(layers):
             attended = self._attention(index, h, rope, positions, rows, biases[self.windows[index]], width, fast,
-                                       packing)
+                                       packing, tree_args)
             x, h = added_norm(x, attended, layer.post_attention_layernorm, fast)
             following = layers[index + 1].input_layernorm if index + 1 < len(layers) else self.backbone.norm
             x, h = added_norm(x, self._mlp(index, h, fast), following, fast)  # h: the next layer's input
@@ -294,6 +322,16 @@ class StaticTarget:
         if packing is not None:
             return packing.scatter(logits, reuse=False), packing.scatter(features, reuse=False)
         return logits, features
+
+
+def tree_visibility(start: torch.Tensor, visible: torch.Tensor, window: int) -> torch.Tensor:
+    """A tree verify's masks: start [B], slot visibility [B, T, T] -> [B, T, window] bool: every context position
+    (< start) and the tree slots (at start + j) that visible allows."""
+    b, t, _ = visible.shape
+    keys = torch.arange(window, device=start.device)[None, :] - start[:, None]  # [B, W] key slot (< 0: context)
+    inside = (keys >= 0) & (keys < t)  # [B, W]
+    seen = visible.gather(2, keys.clamp(0, t - 1)[:, None, :].expand(b, t, window))  # [B, T, W]
+    return (keys < 0)[:, None, :] | (inside[:, None, :] & seen)
 
 
 def _same(x: torch.Tensor) -> torch.Tensor:

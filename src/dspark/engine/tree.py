@@ -1,0 +1,162 @@
+"""Tree drafts: a DSpark block widened into a token tree, and greedy acceptance of the deepest matching path.
+
+The draft's block forward gives one hidden state per slot; only the Markov head makes slot k depend on the token
+picked at slot k−1. So one block can seed many paths: a beam of `beam` nodes per depth, each node's children scored
+by log-softmax(base_k + Markov(node's token)), the beam kept by cumulative log-probability (EAGLE-2's expansion),
+then the `nodes` best nodes of all depths form the tree (a node's parent always scores higher, so the tree is closed
+under ancestors). Slot 0 of a tree is the anchor; nodes follow in depth order, so a node's parent sits in a lower
+slot. The target verifies all slots in one pass, each slot attending to the context and to its own ancestors
+(`TreeDrafts.visible`), at rotary position start + depth. Acceptance is greedy: a node is good when its token is the
+target's choice at its parent; the deepest node whose ancestors are all good ends the accepted path, and the target's
+choice there is the bonus token. Any tree gives the target's own greedy output, so the shape is a speed choice only.
+
+What it does not do: sampling (a sampled tree needs multi-draft rejection sampling), DFlash-mode drafts (no Markov
+head to branch on), the cache moves after acceptance (static_target.keep_path) or running the target.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from dspark.model.draft import DSparkDraft
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """`nodes` drafted nodes per tree (the verify width is nodes + 1: the anchor), `beam` nodes kept per depth."""
+
+    nodes: int = 23
+    beam: int = 4
+
+    def __post_init__(self) -> None:
+        if self.beam < 1 or self.nodes < 1:
+            raise ValueError(f"a tree needs nodes >= 1 and beam >= 1, got nodes={self.nodes}, beam={self.beam}")
+
+    def check(self, depth: int) -> None:
+        """Refuse a shape the block cannot fill: more nodes than `depth` × beam candidates."""
+        if self.nodes > depth * self.beam:
+            raise ValueError(f"a tree of {self.nodes} nodes needs at least {self.nodes} candidates, but {depth} "
+                             f"slots × beam {self.beam} give {depth * self.beam}; lower nodes or raise beam")
+
+
+@dataclass(frozen=True)
+class TreeDrafts:
+    """Rows' trees of T = nodes + 1 slots, slot 0 the anchor."""
+
+    tokens: torch.Tensor  # [B, T] full-vocabulary ids
+    parent: torch.Tensor  # [B, T] slot of each slot's parent (0 for the anchor itself)
+    depth: torch.Tensor  # [B, T] 0 for the anchor, k + 1 for a node drafted at slot k
+    visible: torch.Tensor  # [B, T, T] bool: slot i attends to slot j (j is i or one of its ancestors)
+
+    @property
+    def parts(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.tokens, self.parent, self.depth, self.visible
+
+    def rows(self, b: int) -> "TreeDrafts":
+        """Rows 0 … b−1 (views)."""
+        return TreeDrafts(*(part[:b] for part in self.parts))
+
+
+def _beam_step(draft: DSparkDraft, base: torch.Tensor, hidden: torch.Tensor, prev: torch.Tensor,
+               state: torch.Tensor | None, biased: bool, beam: int):
+    """Children of the beam: base [B, V'] (one slot's logits before the bias), hidden [B, d], prev [B, P] full ids
+    and the Markov state [B·P, r] or None -> log-probabilities of the top `beam` children per parent [B, P, beam],
+    their ids (a position among V') [B, P, beam] and the next state [B·P, r] or None."""
+    b, p = prev.shape
+    logits = base[:, None].expand(b, p, base.shape[-1]).float()  # [B, P, V']
+    head, vocab = draft.markov_head, draft.draft_vocab
+    mixed, state = head.step_features(prev.reshape(-1), hidden[:, None].expand(b, p, -1).reshape(b * p, -1), state)
+    if biased:
+        w2 = head.markov_w2 if vocab is None else vocab.markov_w2
+        logits = logits + w2(mixed).view(b, p, -1)  # [B, P, V'] fp32
+    top = torch.log_softmax(logits, dim=-1).topk(beam, dim=-1)  # [B, P, beam]
+    return top.values, top.indices, state
+
+
+def build_tree(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, shape: TreeShape) -> TreeDrafts:
+    """hidden [B, γ, d] (the block's predicting slots), anchors [B] -> each row's tree of shape.nodes nodes."""
+    if draft.markov_head is None:
+        raise ValueError("tree drafts branch on the Markov head; this draft has none (DFlash mode)")
+    vocab = draft.draft_vocab
+    b, gamma = hidden.shape[:2]
+    k = shape.beam
+    shape.check(gamma)
+    base = draft.base_logits(hidden) if vocab is None else vocab.logits(hidden)  # [B, γ, V'] or [B, γ, K]
+
+    def full(ids: torch.Tensor) -> torch.Tensor:
+        return ids if vocab is None else vocab.full_ids(ids)
+
+    state = draft.markov_head.init_state(b, hidden.device, hidden.dtype)
+    lp, ids, state = _beam_step(draft, base[:, 0], hidden[:, 0], anchors[:, None], state,
+                                draft.config.markov_first_slot, k)  # [B, 1, k]
+    scores, tokens = lp[:, 0], full(ids[:, 0])  # [B, k]
+    parents = torch.zeros_like(tokens)  # [B, k] beam index at the previous depth (the anchor at depth 0)
+    if state is not None:
+        state = state.repeat_interleave(k, dim=0)  # [B·k, r]
+    pool_scores, pool_tokens, pool_parents = [scores], [tokens], [parents]
+    for slot in range(1, gamma):
+        lp, ids, state = _beam_step(draft, base[:, slot], hidden[:, slot], tokens, state, True, k)  # [B, k, k]
+        total = (scores[:, :, None] + lp).reshape(b, k * k)  # [B, k²] cumulative log-probability
+        scores, pick = total.topk(k, dim=-1)  # [B, k]
+        parents = pick // k  # [B, k]
+        tokens = full(ids.reshape(b, k * k).gather(1, pick))  # [B, k]
+        if state is not None:
+            rows = (torch.arange(b, device=pick.device)[:, None] * k + parents).reshape(-1)  # [B·k]
+            state = state.index_select(0, rows)  # [B·k, r] what each new node's parent consumed
+        pool_scores.append(scores)
+        pool_tokens.append(tokens)
+        pool_parents.append(parents)
+    return _select(torch.stack(pool_scores, 1), torch.stack(pool_tokens, 1), torch.stack(pool_parents, 1),
+                   anchors, shape.nodes)
+
+
+def _select(scores: torch.Tensor, tokens: torch.Tensor, parents: torch.Tensor, anchors: torch.Tensor,
+            nodes: int) -> TreeDrafts:
+    """The pool of every depth's beam — scores, tokens, parents [B, γ, k] — -> the best `nodes` as a TreeDrafts."""
+    b, gamma, k = scores.shape
+    device = scores.device
+    depth = torch.arange(gamma, device=device)[None, :, None]  # [1, γ, 1]
+    # a parent never scores below its child (log-probabilities are ≤ 0); the depth term breaks exact ties upward
+    key = (scores - 1e-3 * depth).reshape(b, gamma * k)  # [B, γ·k]
+    chosen = key.topk(nodes, dim=-1).indices.sort(dim=-1).values  # [B, N] pool indices in depth order
+    node_depth = chosen // k  # [B, N]
+    parent_pool = (node_depth - 1) * k + parents.reshape(b, gamma * k).gather(1, chosen)  # [B, N] (< 0 at depth 0)
+    slot_of = torch.zeros(b, gamma * k, dtype=torch.long, device=device)  # [B, γ·k] pool index -> tree slot
+    slot_of.scatter_(1, chosen, torch.arange(1, nodes + 1, device=device).expand(b, nodes))
+    parent = torch.where(node_depth > 0, slot_of.gather(1, parent_pool.clamp_min(0)), 0)  # [B, N]
+    zero = torch.zeros(b, 1, dtype=torch.long, device=device)
+    parent = torch.cat([zero, parent], dim=1)  # [B, T]
+    slots = nodes + 1
+    visible = torch.eye(slots, dtype=torch.bool, device=device).expand(b, slots, slots).clone()  # [B, T, T]
+    visible[:, :, 0] = True  # every slot sees the anchor
+    jump = parent
+    for _ in range(max(1, (gamma).bit_length())):  # pointer doubling: ancestors up to 2^i − 1 levels up
+        visible |= visible.gather(1, jump[:, :, None].expand(b, slots, slots))
+        jump = jump.gather(1, jump)
+    return TreeDrafts(tokens=torch.cat([anchors[:, None], tokens.reshape(b, gamma * k).gather(1, chosen)], dim=1),
+                      parent=parent, depth=torch.cat([zero, node_depth + 1], dim=1), visible=visible)
+
+
+def accept_tree_greedy(tree: TreeDrafts, lengths: torch.Tensor,
+                       target_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """tree (T slots), lengths [B] (the most drafts a row may accept), target_logits [B, T, V] -> accepted [B],
+    bonus [B] and the accepted path's last slot [B] (0: only the anchor)."""
+    choice = target_logits.argmax(-1)  # [B, T] the target's next token after each slot
+    good = (tree.tokens == choice.gather(1, tree.parent)) & (tree.depth <= lengths[:, None])  # [B, T]
+    good[:, 0] = True
+    path_ok = ~(tree.visible & ~good[:, None, :]).any(-1)  # [B, T] every slot it sees is good
+    best = (tree.depth * path_ok).argmax(-1)  # [B] the deepest good path's end (depths on a path are distinct)
+    accepted = tree.depth.gather(1, best[:, None])[:, 0]  # [B]
+    bonus = choice.gather(1, best[:, None])[:, 0]  # [B]
+    return accepted, bonus, best
+
+
+def accepted_path(tree: TreeDrafts, best: torch.Tensor, width: int) -> torch.Tensor:
+    """The slots on the path to `best` [B], by depth 1 … width -> [B, width]; past the path's end, slot = depth."""
+    b, slots = tree.tokens.shape
+    on_path = tree.visible.gather(1, best[:, None, None].expand(b, 1, slots))[:, 0] & (tree.depth > 0)  # [B, T]
+    where = torch.where(on_path, tree.depth - 1, width)  # [B, T] depth − 1, or the spare column
+    path = torch.arange(1, width + 2, device=best.device).expand(b, width + 1).clone()  # [B, width + 1]
+    path.scatter_(1, where, torch.arange(slots, device=best.device).expand(b, slots))
+    return path[:, :width]

@@ -1,0 +1,163 @@
+"""Tree verification: the tree builder's structure, the target's tree forward against plain forwards of each path,
+acceptance of the deepest matching path, and tree-engine decoding token-identical to plain greedy decoding."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from dspark import GenerationConfig, Target, generate
+from dspark.engine.batch import BatchEngine
+from dspark.engine.static_target import StaticTarget
+from dspark.engine.tree import TreeDrafts, TreeShape, accept_tree_greedy, accepted_path, build_tree
+from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
+from dspark.testbed.successor_pair import EOS_ID, build_pair
+
+PROMPTS = [list(b"hello wor"), list(b"abc"), list(b"xyz 123 456 789"), list(b"The quick"), list(b"q")]
+
+
+def random_tree_inputs(head: str = "vanilla", seed: int = 0):
+    model = tiny_target("llama", seed=seed)
+    draft = random_draft(draft_config_for(model, block_size=5, markov_head_type=head), scale=3.0)
+    target = Target(model, draft.config.target_layer_ids)
+    draft.tie_embeddings(target.embed_tokens, target.lm_head)
+    torch.manual_seed(seed)
+    hidden = torch.randn(3, draft.config.num_draft_tokens, draft.config.hidden_size)  # [B, γ, d]
+    return target, draft, hidden, torch.tensor([5, 17, 60])
+
+
+@pytest.mark.parametrize("head", ["vanilla", "gated", "rnn"])
+@pytest.mark.parametrize("nodes,beam", [(5, 1), (9, 3), (12, 4), (20, 4)])
+def test_tree_slots_follow_their_parents_in_depth_order_and_see_exactly_their_ancestors(head, nodes, beam):
+    _, draft, hidden, anchors = random_tree_inputs(head)
+    tree = build_tree(draft, hidden, anchors, TreeShape(nodes, beam))
+    b, slots = tree.tokens.shape
+    assert slots == nodes + 1 and torch.equal(tree.tokens[:, 0], anchors)
+    for row in range(b):
+        depth, parent, visible = tree.depth[row].tolist(), tree.parent[row].tolist(), tree.visible[row]
+        assert depth == sorted(depth) and depth[0] == 0 and max(depth) <= draft.config.num_draft_tokens
+        for slot in range(1, slots):
+            assert parent[slot] < slot and depth[parent[slot]] == depth[slot] - 1
+            ancestors, walk = {slot, 0}, slot
+            while walk:
+                walk = parent[walk]
+                ancestors.add(walk)
+            assert set(visible[slot].nonzero().flatten().tolist()) == ancestors
+        children = {}
+        for slot in range(1, slots):  # siblings never repeat a token: each path is a distinct continuation
+            children.setdefault(parent[slot], []).append(tree.tokens[row, slot].item())
+        assert all(len(set(c)) == len(c) for c in children.values())
+
+
+def test_a_beam_of_one_is_the_greedy_markov_chain():
+    _, draft, hidden, anchors = random_tree_inputs()
+    gamma = draft.config.num_draft_tokens
+    tree = build_tree(draft, hidden, anchors, TreeShape(gamma, 1))
+    from dspark.engine.draft_step import decode_blocks
+
+    chain = decode_blocks(draft, hidden, anchors, GenerationConfig(), None, confidence=False).tokens
+    assert torch.equal(tree.tokens[:, 1:], chain) and tree.depth[0].tolist() == list(range(gamma + 1))
+
+
+def test_acceptance_takes_the_deepest_path_the_target_agrees_with_and_its_bonus():
+    # slots: 0 anchor; 1 (a, depth 1), 2 (b, depth 1), 3 (c under 1), 4 (d under 2), 5 (e under 4)
+    parent = torch.tensor([[0, 0, 0, 1, 2, 4]])
+    depth = torch.tensor([[0, 1, 1, 2, 2, 3]])
+    tokens = torch.tensor([[9, 1, 2, 3, 4, 5]])
+    visible = torch.zeros(1, 6, 6, dtype=torch.bool)
+    for slot in range(6):
+        walk = slot
+        visible[0, slot, 0] = True
+        while True:
+            visible[0, slot, walk] = True
+            if walk == 0:
+                break
+            walk = parent[0, walk].item()
+    tree = TreeDrafts(tokens, parent, depth, visible)
+
+    def logits_choosing(choices):  # the target's next token after each slot
+        out = torch.zeros(1, 6, 10)
+        out[0, torch.arange(6), torch.tensor(choices)] = 1.0
+        return out
+
+    accepted, bonus, best = accept_tree_greedy(tree, torch.tensor([7]), logits_choosing([2, 0, 4, 0, 5, 8]))
+    assert (accepted.item(), bonus.item(), best.item()) == (3, 8, 5)  # anchor → b → d → e, then 8
+    assert accepted_path(tree, best, 4).tolist() == [[2, 4, 5, 4]]  # past the path: the slot at that depth
+    accepted, bonus, best = accept_tree_greedy(tree, torch.tensor([1]), logits_choosing([2, 0, 4, 0, 5, 8]))
+    assert (accepted.item(), bonus.item(), best.item()) == (1, 4, 2)  # the budget stops the path at depth 1
+    accepted, bonus, _ = accept_tree_greedy(tree, torch.tensor([7]), logits_choosing([7, 0, 4, 0, 5, 8]))
+    assert (accepted.item(), bonus.item()) == (0, 7)  # no child matches: the target's own token
+
+
+def test_tree_forward_gives_each_slot_the_logits_of_a_plain_forward_of_its_path():
+    target, draft, hidden, anchors = random_tree_inputs(seed=1)
+    tree = build_tree(draft, hidden, anchors, TreeShape(12, 4))
+    static = StaticTarget(target, max_batch=3, max_length=64)
+    prompts = torch.randint(0, 97, (3, 6))
+    start = torch.full((3,), 6)
+    static.forward(prompts, torch.zeros(3, dtype=torch.long))
+    logits, features = static.forward(tree.tokens, start, tree=tree)  # [3, T, V], [3, T, F]
+    for row in range(3):
+        for slot in range(tree.tokens.shape[1]):
+            path = tree.visible[row, slot].nonzero().flatten()  # its ancestors and itself, in depth order
+            target.reset()
+            out = target.forward(torch.cat([prompts[row], tree.tokens[row, path]])[None])
+            assert torch.allclose(logits[row, slot], out.logits[0, -1], atol=1e-4)
+            assert torch.allclose(features[row, slot], out.features[0, -1], atol=1e-4)
+
+
+def test_keep_path_moves_the_accepted_slots_keys_and_values_behind_the_anchor():
+    target, *_ = random_tree_inputs()
+    static = StaticTarget(target, max_batch=2, max_length=32)
+    static.cache.copy_(torch.randn_like(static.cache))
+    before = static.cache.clone()
+    start = torch.tensor([3, 10])
+    path = torch.tensor([[4, 6, 3, 4], [1, 2, 3, 4]])  # row 1 accepted the chain: nothing moves
+    static.keep_path(start, path)
+    for d, slot in enumerate(path[0].tolist()):
+        assert torch.equal(static.cache[:, 0, :, 3 + 1 + d], before[:, 0, :, 3 + slot])
+    assert torch.equal(static.cache[:, 1], before[:, 1])
+    assert torch.equal(static.cache[:, 0, :, :4], before[:, 0, :, :4])
+
+
+@pytest.mark.parametrize("nodes,beam,max_batch", [(12, 3, 1), (14, 4, 3), (4, 1, 2)])
+def test_tree_engine_output_equals_plain_greedy_decoding_with_eos_budgets_and_refills(nodes, beam, max_batch):
+    model, draft = build_pair()
+    target = Target(model, draft.config.target_layer_ids)
+    engine = BatchEngine(target, draft, max_batch=max_batch, max_length=96, tree=TreeShape(nodes, beam))
+    for config in (GenerationConfig(max_new_tokens=30, eos_token_ids=(EOS_ID,)), GenerationConfig(max_new_tokens=9)):
+        results = engine.generate(PROMPTS, config)
+        plain = [generate(target, None, p, config).tokens for p in PROMPTS]
+        assert [r.tokens for r in results] == plain
+        if beam == 1:  # a one-node beam is the block's greedy chain: the chain engine's very rounds
+            chain = BatchEngine(target, draft, max_batch=max_batch, max_length=96).generate(PROMPTS, config)
+            assert [r.stats for r in results] == [r.stats for r in chain]
+        else:
+            assert sum(sum(r.stats.accepted_counts) for r in results) > 20
+
+
+def test_tree_engine_on_random_targets_equals_hf_greedy_and_accepts_more_than_the_chain():
+    model = tiny_target("qwen3", seed=4)
+    draft = random_draft(draft_config_for(model, block_size=5, markov_head_type="vanilla"), scale=5.0)
+    target = Target(model, draft.config.target_layer_ids)
+    rng = random.Random(1)
+    prompts = [[rng.randrange(97) for _ in range(rng.randrange(1, 20))] for _ in range(4)]
+    config = GenerationConfig(max_new_tokens=24)
+    tree = BatchEngine(target, draft, max_batch=2, max_length=64, tree=TreeShape(16, 4)).generate(prompts, config)
+    chain = BatchEngine(target, draft, max_batch=2, max_length=64).generate(prompts, config)
+    assert [r.tokens for r in tree] == [generate(target, None, p, config).tokens for p in prompts]
+    assert sum(r.stats.rounds for r in tree) <= sum(r.stats.rounds for r in chain)
+
+
+def test_a_tree_engine_refuses_sampling_scheduling_and_shapes_it_cannot_fill():
+    model, draft = build_pair()
+    target = Target(model, draft.config.target_layer_ids)
+    engine = BatchEngine(target, draft, max_batch=1, max_length=64, tree=TreeShape(8, 2))
+    with pytest.raises(ValueError, match="greedy"):
+        engine.generate([PROMPTS[0]], GenerationConfig(max_new_tokens=4, temperature=1.0))
+    gamma = draft.config.num_draft_tokens
+    with pytest.raises(ValueError, match="candidates"):
+        BatchEngine(target, draft, max_batch=1, max_length=64, tree=TreeShape(gamma * 2 + 1, 2))
+    with pytest.raises(ValueError, match="ragged"):
+        BatchEngine(target, draft, max_batch=1, max_length=64, tree=TreeShape(8, 2), ragged=True)
