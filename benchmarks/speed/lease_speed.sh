@@ -8,6 +8,10 @@
 #   bash benchmarks/speed/lease_speed.sh s2   # carry stage_b2 stage_d, then again with stage_a2: parts 1-2, prompts
 #   bash benchmarks/speed/lease_speed.sh s3   # carry stage_c/dflash: the DFlash-mode twin (optional)
 #   DEADLINE=s METHODS=a,b bash benchmarks/speed/lease_speed.sh s4   # carry stage_b: part 3 + wheels; the benchmark
+#   bash benchmarks/speed/lease_speed.sh s5   # carry stage_t (held-out prompts as a JSONL with suites heldout-code /
+#       heldout-math): more tree shapes at batch 1 (TREE_SHAPES, nodes/beam) and held-out τ, chain against tree
+# s4 and s5 take SPEED_VOCAB (--draft-vocab K), SPEED_PROMPTS (batch-1 requests, default 40), CONCURRENCY and
+# TREE_NODES / TREE_BEAM (the dspark-tree method's shape); PROFILE_ARGS go to round_kernels.py on s1.
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s).
 set -euo pipefail
@@ -15,7 +19,7 @@ source "$(dirname "$0")/../smollm2/lease_lib.sh"
 stage_carried  # the wheel parts and eval prompts this call carries
 case "$1" in
 s1)
-    [ -z "${PROFILE:-}" ] || python3 benchmarks/speed/round_kernels.py ;;
+    [ -z "${PROFILE:-}" ] || python3 benchmarks/speed/round_kernels.py ${PROFILE_ARGS:-} ;;
 s2)
     ;;  # stage_carried did it (carry stage_b2 stage_d, then s2 again with stage_a2: wheel parts 1 and 2, prompts)
 s3)
@@ -25,8 +29,26 @@ s4)
     DFLASH=(); [ ! -d /root/dflash ] || DFLASH=(--dflash-draft /root/dflash)
     python3 benchmarks/speed/throughput_h200.py "${DFLASH[@]}" --prompts /root/stage/eval_prompts.jsonl \
         --methods "${METHODS:-plain,dspark,hf-static}" --deadline "${DEADLINE:-450}" --method-budget 30 \
+        --draft-vocab "${SPEED_VOCAB:-0}" --num-prompts "${SPEED_PROMPTS:-40}" --concurrency "${CONCURRENCY:-1,4,16,64}" \
+        --tree-nodes "${TREE_NODES:-23}" --tree-beam "${TREE_BEAM:-4}" \
         --out /root/speed 2>&1 | tee /root/speed.log || true   # whatever happened, the files below come back
     mkdir -p $OUT /root/speed && cp /root/speed.log /root/speed/ && tar -C /root -cf $OUT/speed.tar speed ;;
+s5)
+    DRAFT=src/dspark/assets/smollm2-135m-instruct-dspark
+    for shape in ${TREE_SHAPES:-31/8 47/8}; do
+        python3 benchmarks/speed/throughput_h200.py --prompts /root/stage/eval_prompts.jsonl --methods plain,dspark-tree \
+            --concurrency 1 --deadline 150 --method-budget 30 --draft-vocab "${SPEED_VOCAB:-0}" \
+            --num-prompts "${SPEED_PROMPTS:-40}" --tree-nodes "${shape%/*}" --tree-beam "${shape#*/}" \
+            --out "/root/tree-${shape%/*}-${shape#*/}" > "/root/tree-${shape%/*}-${shape#*/}.log" 2>&1 || true
+        grep -a "dspark-tree\|plain  " "/root/tree-${shape%/*}-${shape#*/}.log" | head -4
+    done
+    for nodes in 0 ${TREE_NODES:-23}; do  # held-out greedy τ on the GPU engine: the chain (0), then the tree
+        PYTHONPATH=src:/tmp/site python3 -m dspark.cli bench acceptance --target /root/dspark-bench/smollm2 \
+            --draft $DRAFT --prompts stage_t/heldout.jsonl --temperature 0 --max-new-tokens 256 --batch 8 \
+            --draft-vocab "${SPEED_VOCAB:-0}" --tree-nodes $nodes --tree-beam "${TREE_BEAM:-4}" --no-progress \
+            --out /root/heldout/tree-$nodes.json 2>&1 | grep -av -i warn | tail -n 6 || true
+    done
+    mkdir -p $OUT && tar -C /root -cf $OUT/tree.tar heldout $(cd /root && ls -d tree-*) ;;
 *)
-    echo "usage: $0 s1|s2|s3|s4" >&2; exit 2 ;;
+    echo "usage: $0 s1|s2|s3|s4|s5" >&2; exit 2 ;;
 esac

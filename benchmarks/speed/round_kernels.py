@@ -14,6 +14,8 @@ and runs in one device call. It reports:
            ops instead), and how far the target's logits move between the two
   markov   the greedy Markov decode through the fused kernel (engine/markov_kernel.py) and through the eager loop,
            at 1 and 64 rows: time per call, and how many drafted tokens differ between the two (random hidden states)
+  tree     tree verification (engine/tree.py) at several (nodes, beam): propose (block + tree build), the tree
+           verify, and the tree build and the target's tree forward alone
 Prints a table per section and ends with one JSON line.
 
     python3 benchmarks/speed/round_kernels.py            # on the GPU
@@ -177,6 +179,31 @@ def step_times(engine: BatchEngine, timer: Timer, window: int) -> dict[str, floa
     return out
 
 
+TREE_SHAPES = ((15, 4), (23, 4), (31, 4), (31, 8), (47, 8))
+
+
+def tree_times(target: Target, draft: DSparkDraft, timer: Timer, window: int, shapes) -> dict[str, float]:
+    """Batch 1 with tree verification (engine/tree.py), per (nodes, beam): the propose step (block + tree build),
+    the tree verify (target over nodes + 1 slots, acceptance, path move, draft extension), and the parts alone."""
+    from dspark.engine.tree import TreeShape, build_tree
+
+    out: dict[str, float] = {}
+    for nodes, beam in shapes:
+        engine = BatchEngine(target, draft, max_batch=1, max_length=2048, cuda_graphs=False,
+                             tree=TreeShape(nodes, beam))
+        idle_rows(engine, 1)
+        r, sd, name = engine.round, engine.static_draft, f"tree {nodes}/{beam}"
+        out[f"{name} propose"] = timer(lambda: r.propose(1, window))
+        out[f"{name} verify t={nodes + 1}"] = timer(lambda: r.verify(1, nodes + 1, window))
+        hidden = sd.block_states(r.anchor[:1], r.start[:1], None, window)
+        out[f"  {name} build_tree"] = timer(lambda: build_tree(sd.draft, hidden, r.anchor[:1], r.tree))
+        tree = r.trees.rows(1)
+        out[f"  {name} target.forward"] = timer(lambda: engine.static_target.forward(tree.tokens, r.start[:1],
+                                                                                      window=window, tree=tree))
+        del engine
+    return out
+
+
 def switched_off(module, run: Callable[[], object]) -> object:
     """Run a step with a kernel module's `usable` answering False (the eager / SDPA path)."""
     usable = module.usable
@@ -308,13 +335,20 @@ def main() -> None:
                         help="time the draft with this Markov head (its extra weights random) instead of its own")
     parser.add_argument("--draft-layers", type=int, help="time the draft grown to this many layers")
     parser.add_argument("--draft-intermediate", type=int, help="time the draft widened to this many MLP units")
-    parser.add_argument("--only", default="steps,batch,gemm,markov,torch,kernels",
+    parser.add_argument("--draft-vocab", type=int, default=0, metavar="K",
+                        help="the draft scores only the K tokens SmolLM2 writes most (FR-Spec, as the speed runs)")
+    parser.add_argument("--only", default="steps,batch,gemm,markov,torch,kernels,tree",
                         help="comma-separated sections to run (default all)")
     args = parser.parse_args()
     device = "cpu" if args.smoke or not torch.cuda.is_available() else "cuda"
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
     target, draft = build(args.smoke, device, dtype, args.markov_head, args.draft_layers, args.draft_intermediate)
     only = set(args.only.split(","))
+    if args.draft_vocab and not args.smoke:
+        from dspark.train.token_counts import restrict_by_counts
+
+        draft.tie_embeddings(target.embed_tokens, target.lm_head)
+        restrict_by_counts(draft, SHIPPED, args.draft_vocab)
     engine = BatchEngine(target, draft, max_batch=1, max_length=2048, cuda_graphs=False)
     timer = Timer(device, 5 if args.smoke else args.calls)
     gamma = engine.round.gamma_max
@@ -345,6 +379,10 @@ def main() -> None:
         if "kernels" in only:
             result["kernels"] = kernels = kernel_profile(engine, args.window)
             print_kernels(kernels)
+        if "tree" in only:
+            shapes = ((6, 2),) if args.smoke else TREE_SHAPES
+            result["tree_ms"] = trees = tree_times(target, draft, timer, args.window, shapes)
+            table("tree verification, batch 1 (graphed, per call)", trees)
     if args.compile:
         with torch.no_grad():
             result["compiled_ms"] = compiled = compiled_times(engine, timer, args.window)

@@ -203,7 +203,8 @@ def matrix(args: argparse.Namespace, state: dict, sections: Sections) -> Any:
     request = job.ThroughputRequest(state["target"], False, state["draft"], state["dflash"], state["assistant"],
                                     prompts="code", settings=settings, engine=args.engine, command=state["command"],
                                     methods=tuple(args.methods.split(",")) if args.methods else None,
-                                    draft_vocab=args.draft_vocab)
+                                    draft_vocab=args.draft_vocab, tree_nodes=args.tree_nodes,
+                                    tree_beam=args.tree_beam)
     result = job.measure_throughput(request, state["models"], state["prompts"], state["suite"], state["skipped"],
                                     args.work, progress_line)
     state["result"] = result
@@ -293,6 +294,16 @@ def goals(result: Any) -> dict[str, dict[str, Any]]:
         "batch1_speedup_per_tau": {"value": per_tau, "goal": f">= {GOALS['speedup_per_tau']}",
                                    "met": None if per_tau is None else per_tau >= GOALS["speedup_per_tau"]},
     }
+    tree = rows.get(("dspark-tree", "none", 1))
+    if tree is not None:  # the same goals for tree verification (dspark-tree)
+        tree_speedup = result.speedup(tree)
+        out["batch1_tree_speedup_over_plain"] = {"value": tree_speedup, "goal": f">= {GOALS['speedup']}",
+                                                 "met": None if tree_speedup is None
+                                                 else tree_speedup >= GOALS["speedup"]}
+        out["batch1_tree_tokens_per_s"] = {"value": tps("dspark-tree"),
+                                           "goal": f">= {GOALS['dspark_tokens_per_s']:.0f}",
+                                           "met": None if tps("dspark-tree") is None
+                                           else tps("dspark-tree") >= GOALS["dspark_tokens_per_s"]}
     for c in sorted({c for _, _, c in rows if c >= 16}):
         base = tps("dspark", "none", c)
         best = max([v for v in (tps("dspark", "threshold", c), tps("dspark", "algorithm1", c)) if v is not None],
@@ -357,6 +368,8 @@ def main() -> int:
     parser.add_argument("--draft-vocab", type=int, default=0, metavar="K",
                         help="the DSpark draft scores only its K most frequent tokens (FR-Spec; the counts beside it)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tree-nodes", type=int, default=23, help="dspark-tree: drafted nodes per tree")
+    parser.add_argument("--tree-beam", type=int, default=4, help="dspark-tree: nodes kept per depth")
     parser.add_argument("--methods", help="comma-separated subset of the matrix's methods (default: all)")
     parser.add_argument("--smoke", action="store_true", help="tiny random models on the CPU (tests the script)")
     args = parser.parse_args()

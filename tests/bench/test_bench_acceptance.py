@@ -96,6 +96,21 @@ def test_bad_settings_say_what_to_change():
         AcceptanceSettings(block_size=0)
     with pytest.raises(BenchError, match="--batch must be at least 1"):
         AcceptanceSettings(batch=0)
+    with pytest.raises(BenchError, match="tree verification is greedy"):
+        AcceptanceSettings((0.0, 1.0), tree_nodes=8)
+    with pytest.raises(BenchError, match="whole block"):
+        AcceptanceSettings((0.0,), tree_nodes=8, block_size=2)
+
+
+def test_tree_rows_keep_every_prompt_token_and_accept_at_least_what_the_chain_accepts(tiny_pair):
+    target, draft = tiny_pair
+    chain = run_acceptance(target, draft, PROMPTS, AcceptanceSettings((0.0,), max_new_tokens=12, batch=2))
+    tree = run_acceptance(target, draft, PROMPTS, AcceptanceSettings((0.0,), max_new_tokens=12, tree_nodes=8,
+                                                                     tree_beam=3))
+    for a, b in zip(chain, tree):
+        assert (a.suite, a.prompts, a.new_tokens, a.prompt_tokens) == (b.suite, b.prompts, b.new_tokens,
+                                                                       b.prompt_tokens)
+        assert b.rounds <= a.rounds and b.mean_tau >= a.mean_tau
 
 
 def test_batched_greedy_rows_have_the_same_rounds_as_one_prompt_at_a_time(tiny_pair):

@@ -14,6 +14,7 @@ from dspark.bench.throughput import Method, Output, ThroughputSettings, run_matr
 from dspark.bench.throughput_job import ThroughputModels, build_methods
 from dspark.cli import main
 from dspark.config import GenerationConfig
+from dspark.engine.tree import TreeShape
 from dspark.model.target import Target
 
 RUN = RunInfo("0.1.0", "abc", "cpu", "dspark bench throughput", "2026-12-01T00:00:00+00:00")
@@ -46,7 +47,7 @@ def by_key(rows):
 def test_the_matrix_has_one_row_per_method_scheduler_and_level(matrix):
     rows = by_key(matrix.throughput)
     methods = [("plain", "none"), ("dspark", "none"), ("dspark", "threshold"), ("dspark", "algorithm1"),
-               ("dflash", "none"), ("hf-dynamic", "none"), ("hf-static", "none"), ("prompt-lookup", "none"),
+               ("dspark-tree", "none"), ("dflash", "none"), ("hf-dynamic", "none"), ("hf-static", "none"), ("prompt-lookup", "none"),
                ("assisted", "none"), ("dflash-ref", "none")]
     assert list(rows) == [(m, s, c) for c in (1, 2) for m, s in methods]
     for method in ("plain", "dspark", "dflash", "hf-dynamic", "hf-static"):
@@ -59,6 +60,8 @@ def test_the_matrix_has_one_row_per_method_scheduler_and_level(matrix):
     for c in (1, 2):  # the batch-1 loop schedules with Algorithm 1 on its measured round-cost table
         assert rows[("dspark", "algorithm1", c)].status == "ok" and rows[("dspark", "algorithm1", c)].lossless is True
     assert rows[("dflash-ref", "none", 1)].status == "n/a" and "--dflash-draft" in rows[("dflash-ref", "none", 1)].note
+    tree = rows[("dspark-tree", "none", 1)]  # this matrix runs the batch-1 loop, which has no tree verify
+    assert tree.status == "n/a" and "batched engine" in tree.note
 
 
 def test_our_speculative_rows_are_lossless_and_peers_agree_at_t0_in_fp32(matrix):
@@ -254,6 +257,17 @@ def test_cli_prints_a_table_ends_with_one_json_line_and_reports_plot_it(model_di
     names = sorted(p.name for p in (tmp_path / "rep").iterdir())
     assert "throughput_vs_concurrency.png" in names and "report.md" in names
     assert "## Speedup by concurrency" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_tree_rows_on_the_batched_engine_are_lossless_and_commit_more_per_round_than_the_chain(models, tmp_path):
+    settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=16, num_prompts=3, warmup_tokens=2)
+    methods, _ = build_methods(models, settings, ("plain", "dspark", "dspark-tree"), ("none",), "batch", tmp_path, 10,
+                               tree=TreeShape(12, 3))
+    rows = by_key(run_matrix(methods, PROMPTS, settings, "code"))
+    for c in (1, 2):
+        tree, chain = rows[("dspark-tree", "none", c)], rows[("dspark", "none", c)]
+        assert tree.status == "ok" and tree.lossless is True and tree.new_tokens == chain.new_tokens
+        assert tree.mean_tau >= chain.mean_tau > 1.1
 
 
 def test_cli_asks_for_the_models_a_named_method_needs(model_dirs, tmp_path, capsys):

@@ -32,6 +32,8 @@ class AcceptanceSettings:
     block_size: int | None = None  # drafts verified per round (None: the draft's own)
     confidence_threshold: float = 0.0  # 0: no confidence scheduling (the paper's Table 1 setting)
     batch: int = 1  # sequences decoded at once (1: the batch-1 engine, prompt by prompt)
+    tree_nodes: int = 0  # > 0: the batched engine verifies a tree of this many drafts per round (greedy only)
+    tree_beam: int = 4  # the tree's nodes kept per depth
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "temperatures", tuple(float(t) for t in self.temperatures))
@@ -45,11 +47,18 @@ class AcceptanceSettings:
             raise BenchError("--block-size must be at least 1: acceptance needs drafts (0 would be plain decoding)")
         if self.batch < 1:
             raise BenchError("--batch must be at least 1 (1: one prompt at a time)")
+        if self.tree_nodes < 0 or self.tree_beam < 1:
+            raise BenchError("--tree-nodes must be >= 0 (0: the chain) and --tree-beam >= 1")
+        if self.tree_nodes and any(t > 0 for t in self.temperatures):
+            raise BenchError("tree verification is greedy: run --tree-nodes with --temperature 0")
+        if self.tree_nodes and (self.block_size is not None or self.confidence_threshold > 0):
+            raise BenchError("a tree verifies the draft's whole block: drop --block-size and --confidence-threshold")
 
     def as_dict(self) -> dict[str, Any]:
         return {"temperatures": list(self.temperatures), "max_new_tokens": self.max_new_tokens, "seed": self.seed,
                 "top_p": self.top_p, "top_k": self.top_k, "block_size": self.block_size,
-                "confidence_threshold": self.confidence_threshold, "batch": self.batch}
+                "confidence_threshold": self.confidence_threshold, "batch": self.batch,
+                "tree_nodes": self.tree_nodes, "tree_beam": self.tree_beam}
 
 
 def count_work(prompts: Mapping[str, Sequence[EncodedPrompt]], settings: AcceptanceSettings) -> int:
@@ -64,11 +73,12 @@ def run_acceptance(target: Any, draft: Any, prompts: Mapping[str, Sequence[Encod
     """One row per (temperature, suite), temperatures outermost. `advance(suite, T)` is called after each prompt."""
     gamma = settings.block_size if settings.block_size is not None else int(draft.config.num_draft_tokens)
     # the batch engine holds a whole block per row whatever --block-size verifies
-    reserve = gamma if settings.batch == 1 else max(gamma, int(draft.config.num_draft_tokens))
+    batched = settings.batch > 1 or settings.tree_nodes > 0  # a tree runs in the batched engine
+    reserve = gamma if not batched else max(gamma, int(draft.config.num_draft_tokens))
     fits = {suite: [(i, list(p.token_ids)) for i, p in enumerate(encoded) if max_positions is None
                     or len(p.token_ids) + settings.max_new_tokens + reserve <= max_positions]
             for suite, encoded in prompts.items()}  # (index in the suite, token ids)
-    run = _one_at_a_time(target, draft) if settings.batch == 1 else _batched(target, draft, settings)
+    run = _batched(target, draft, settings) if batched else _one_at_a_time(target, draft)
     rows = []
     for temperature in settings.temperatures:
         for suite, encoded in prompts.items():
@@ -125,13 +135,17 @@ def _batched(target: Any, draft: Any, settings: AcceptanceSettings) -> Run:
     import time
 
     from dspark.engine.batch import engine_for
+    from dspark.engine.tree import TreeShape
+
+    tree = TreeShape(settings.tree_nodes, settings.tree_beam) if settings.tree_nodes else None
 
     def run(prompts, config, done):
         if not prompts:
             return [], 0.0
         ids = [p for _, p in prompts]
         _free_cuda_cache()  # the last suite's caches
-        engine = engine_for(target, draft, ids, settings.max_new_tokens, settings.batch, max_positions=BATCH_POSITIONS)
+        engine = engine_for(target, draft, ids, settings.max_new_tokens, settings.batch, max_positions=BATCH_POSITIONS,
+                            tree=tree)
         began = time.perf_counter()
         results = engine.generate(ids, config(0), on_finish=lambda _: done())
         seconds = time.perf_counter() - began

@@ -47,10 +47,11 @@ class OurEngine:
     """One target + (optional) draft, decoding requests with the batched or the batch-1 engine."""
 
     def __init__(self, target: Target, draft: DSparkDraft | None, max_length: int, kind: str = "auto",
-                 cuda_graphs: bool | None = None, ragged: bool = False):
-        """`ragged` (batch kind): a ragged verify (eager, so no CUDA graphs) instead of the rectangle."""
+                 cuda_graphs: bool | None = None, ragged: bool = False, tree: Any = None):
+        """`ragged` (batch kind): a ragged verify (eager, so no CUDA graphs) instead of the rectangle. `tree` (a
+        `dspark.engine.tree.TreeShape`, batch kind): verify a tree of drafts per row instead of the chain."""
         self.target, self.draft, self.max_length = target, draft, max_length
-        self.ragged = ragged
+        self.ragged, self.tree = ragged, tree
         self.kind, self.cuda_graphs = resolve_kind(kind), cuda_graphs  # BatchEngine: ragged runs without graphs
         if kind == "auto" and not is_supported(target.model):
             self.kind = "sequential"
@@ -60,6 +61,8 @@ class OurEngine:
         """Why this engine cannot run `scheduler` ("" when it can)."""
         if scheduler != "none" and (self.draft is None or not self.draft.config.enable_confidence_head):
             return f"the {scheduler} scheduler needs a draft with a confidence head"
+        if self.tree is not None and (scheduler != "none" or self.kind != "batch"):
+            return "tree verification runs in the batched engine, without a scheduler"
         return ""
 
     def engine(self, max_batch: int) -> Any:
@@ -69,7 +72,7 @@ class OurEngine:
             from dspark.engine.batch import BatchEngine
 
             engine = BatchEngine(self.target, self.draft, max_batch=max_batch, max_length=self.max_length,
-                                 cuda_graphs=self.cuda_graphs, ragged=self.ragged)
+                                 cuda_graphs=self.cuda_graphs, ragged=self.ragged, tree=self.tree)
             if engine.graphs is not None:
                 engine.warm_up()  # every graph captured now: a capture inside a timed run would be billed to it
             self._engines[max_batch] = engine

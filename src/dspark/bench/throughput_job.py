@@ -18,8 +18,10 @@ from dspark.bench.throughput import SCHEDULERS, Method, ThroughputSettings, neve
 
 # the batched engine's verify shape: ragged (each row's own slots, eager) or a rectangle (graph-safe, the default)
 VERIFY_SHAPES = {"rectangle": False, "ragged": True}
-METHODS = ("plain", "dspark", "dflash", "hf-dynamic", "hf-static", "prompt-lookup", "assisted", "dflash-ref")
+METHODS = ("plain", "dspark", "dspark-tree", "dflash", "hf-dynamic", "hf-static", "prompt-lookup", "assisted",
+           "dflash-ref")
 NEEDS = {"dspark": ("draft", "--draft DIR (a native DSpark draft)"),
+         "dspark-tree": ("draft", "--draft DIR (a native DSpark draft)"),
          "dflash": ("dflash_draft", "--dflash-draft DIR (a native DFlash-mode draft)"),
          "dflash-ref": ("dflash_draft", "--dflash-draft DIR (a native DFlash-mode draft)"),
          "assisted": ("assistant", "--assistant DIR (a small HF causal LM sharing the target's tokenizer)")}
@@ -170,9 +172,12 @@ def encode_all(models: ThroughputModels, prompts: Sequence[Any], max_new_tokens:
 
 def build_methods(models: ThroughputModels, settings: ThroughputSettings, names: Sequence[str] | None,
                   schedulers: Sequence[str] | None, engine_kind: str, work: Path, max_prompt: int,
-                  cuda_graphs: bool | None = None, verify: str = "rectangle") -> tuple[list[Method], Any]:
+                  cuda_graphs: bool | None = None, verify: str = "rectangle",
+                  tree: Any = None) -> tuple[list[Method], Any]:
     """The runner's methods in report order, and the lazily measured round-cost tables (`StepCosts`). `verify`:
-    the batched engine's verify shape (VERIFY_SHAPES)."""
+    the batched engine's verify shape (VERIFY_SHAPES); `tree`: dspark-tree's TreeShape (default nodes 23, beam 4)."""
+    from dspark.engine.tree import TreeShape
+
     from dspark.bench.our_engine import OurEngine, StepCosts, our_method
     from dspark.bench.peers import dflash_method, hf_methods
     from dspark.config import GenerationConfig
@@ -206,6 +211,13 @@ def build_methods(models: ThroughputModels, settings: ThroughputSettings, names:
                 costs = StepCosts(engine, max(settings.concurrency))
             for scheduler in (schedulers if name == "dspark" else ["none"]):
                 methods.append(our_method(name, engine, config, scheduler, settings.threshold, costs))
+        elif name == "dspark-tree":
+            engine = OurEngine(Target(models.model, models.draft.config.target_layer_ids), models.draft, max_length,
+                               engine_kind, cuda_graphs, tree=tree or TreeShape())
+            method = our_method(name, engine, config)
+            if settings.temperature > 0:
+                method = replace(method, unavailable="tree verification is greedy only (temperature 0)")
+            methods.append(method)
         elif name == "dflash-ref":
             methods.append(dflash_method(models.model, models.dflash_draft_path, work, models.eos_token_ids,
                                          settings.temperature, models.dtype))
@@ -234,6 +246,8 @@ class ThroughputRequest:
     chat_template: bool = True
     command: str = ""
     draft_vocab: int = 0  # K > 0: the DSpark draft scores only the K most frequent tokens (FR-Spec); 0: all
+    tree_nodes: int = 23  # dspark-tree: drafted nodes per tree
+    tree_beam: int = 4  # dspark-tree: nodes kept per depth
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_SHAPES:
@@ -268,10 +282,12 @@ def measure_throughput(request: ThroughputRequest, models: ThroughputModels, pro
     from dspark.bench.results import BenchResult
     from dspark.bench.round_profile import cuda_sync
     from dspark.bench.runinfo import collect_run_info
+    from dspark.engine.tree import TreeShape
 
     settings = request.settings
     methods, costs = build_methods(models, settings, request.methods, request.schedulers, request.engine, work,
-                                   max(len(p) for p in prompts), cuda_graphs, request.verify)
+                                   max(len(p) for p in prompts), cuda_graphs, request.verify,
+                                   TreeShape(request.tree_nodes, request.tree_beam))
     rows = run_matrix(methods, prompts, settings, suite.name, sync=cuda_sync(models.device), progress=progress)
     return BenchResult(
         run=collect_run_info(request.command, models.device), target=str(request.target), draft=request.draft,
@@ -279,6 +295,6 @@ def measure_throughput(request: ThroughputRequest, models: ThroughputModels, pro
                   "engine": resolve_kind(request.engine), "verify": request.verify, "dtype": str(models.dtype).replace("torch.", ""),
                   "prompts_skipped": skipped, "distinct_prompts": len(prompts),
                   "eos_token_ids": list(models.eos_token_ids), "chat_template": request.chat_template,
-                  "draft_vocab": request.draft_vocab,
+                  "draft_vocab": request.draft_vocab, "tree_nodes": request.tree_nodes, "tree_beam": request.tree_beam,
                   "step_costs": costs.as_dict() if costs is not None else None},
         suites=(suite,), throughput=rows)

@@ -43,6 +43,10 @@ ACCEPTANCE_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                              "fewer rows where rows × length would pass 262,144 positions; continuous batching; CUDA "
                              "graphs for greedy rounds; one sampling stream per suite); default 1: one prompt at a "
                              "time, prompt i sampling with seed + i. On a GPU use 32 or more")),
+    (("--tree-nodes",), dict(type=int, default=0, metavar="N",
+                             help="verify a tree of N drafts per round instead of the block's chain (the batch "
+                                  "engine, greedy only: --temperature 0); default 0: the chain")),
+    (("--tree-beam",), dict(type=int, default=4, metavar="K", help="the tree's nodes kept per depth (default 4)")),
     (("--top-p",), dict(type=float, default=1.0)),
     (("--top-k",), dict(type=int, default=0)),
     (("--no-chat-template",), dict(action="store_true", help="feed prompts as plain text even if the tokenizer "
@@ -161,7 +165,8 @@ def _run_acceptance(args: argparse.Namespace) -> int:
                          "draft folder)")
     names = suite_names(args.suite) if args.suite or not args.prompts else []
     settings = AcceptanceSettings(_temperatures(args.temperature), args.max_new_tokens, args.seed, args.top_p,
-                                  args.top_k, args.block_size, args.confidence_threshold, args.batch)
+                                  args.top_k, args.block_size, args.confidence_threshold, args.batch,
+                                  args.tree_nodes, args.tree_beam)
     request = AcceptanceRequest(args.target, args.draft, args.tokenizer, tuple(names), tuple(args.prompts or ()),
                                 args.limit, args.seed, args.context_tokens, settings, args.device, args.dtype,
                                 not args.no_chat_template, _template_kwargs(args.chat_template_kwargs),

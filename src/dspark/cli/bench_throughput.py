@@ -29,8 +29,12 @@ THROUGHPUT_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                                                   "and report the median with every repeat (default 1)")),
     (("--max-new-tokens",), dict(type=int, default=256, help="tokens per request (default 256)")),
     (("--concurrency",), dict(default="1,4,16,64", help="comma-separated levels (default 1,4,16,64)")),
-    (("--methods",), dict(default="all", help="comma-separated, from: plain, dspark, dflash, hf-dynamic, "
-                                              "hf-static, prompt-lookup, assisted, dflash-ref (default all)")),
+    (("--methods",), dict(default="all", help="comma-separated, from: plain, dspark, dspark-tree, dflash, "
+                                              "hf-dynamic, hf-static, prompt-lookup, assisted, dflash-ref (default "
+                                              "all)")),
+    (("--tree-nodes",), dict(type=int, default=23, help="dspark-tree: drafted nodes per tree (the verify width is "
+                                                        "one more; default 23)")),
+    (("--tree-beam",), dict(type=int, default=4, help="dspark-tree: nodes kept per depth (default 4)")),
     (("--schedulers",), dict(default="none,threshold,algorithm1", help="DSpark block schedulers (default all)")),
     (("--threshold",), dict(type=float, default=0.3, help="the threshold scheduler's confidence cut (default 0.3)")),
     (("--temperature",), dict(type=float, default=0.0, help="0 is greedy (default); losslessness is checked at 0")),
@@ -88,7 +92,8 @@ def run_throughput(args: argparse.Namespace) -> int:
                                 parse_names(args.schedulers, SCHEDULERS, "scheduler"), args.engine, args.verify,
                                 args.device,
                                 args.dtype, not args.no_chat_template,
-                                command_line("throughput", THROUGHPUT_OPTIONS, args), args.draft_vocab)
+                                command_line("throughput", THROUGHPUT_OPTIONS, args), args.draft_vocab,
+                                args.tree_nodes, args.tree_beam)
     progress = None if args.no_progress else progress_line
     result = run_throughput_job(request, progress)
     out = args.out or f"bench-results/throughput-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}.json"

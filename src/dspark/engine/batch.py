@@ -271,7 +271,8 @@ class BatchEngine:
 
 
 def engine_for(target: Target, draft: DSparkDraft | None, prompts: Sequence[Sequence[int]], max_new_tokens: int,
-               max_batch: int = 8, cuda_graphs: bool | None = None, max_positions: int | None = None) -> BatchEngine:
+               max_batch: int = 8, cuda_graphs: bool | None = None, max_positions: int | None = None,
+               tree: TreeShape | None = None) -> BatchEngine:
     """A BatchEngine just big enough for these prompts: at most `max_batch` rows (no more than there are prompts),
     each as long as the longest prompt + `max_new_tokens` + a block; with `max_positions`, fewer rows (at least one)
     so that rows × length stays within it (the static caches' size)."""
@@ -280,7 +281,7 @@ def engine_for(target: Target, draft: DSparkDraft | None, prompts: Sequence[Sequ
     rows = min(max_batch, max(1, len(prompts)))
     if max_positions is not None:
         rows = max(1, min(rows, max_positions // length))
-    return BatchEngine(target, draft, rows, length, cuda_graphs)
+    return BatchEngine(target, draft, rows, length, cuda_graphs, tree=tree)
 
 
 def generate_batch(target: Target, draft: DSparkDraft | None, prompts: Sequence[Sequence[int]],

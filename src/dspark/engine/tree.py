@@ -153,10 +153,11 @@ def accept_tree_greedy(tree: TreeDrafts, lengths: torch.Tensor,
 
 
 def accepted_path(tree: TreeDrafts, best: torch.Tensor, width: int) -> torch.Tensor:
-    """The slots on the path to `best` [B], by depth 1 … width -> [B, width]; past the path's end, slot = depth."""
+    """The slots on the path to `best` [B], by depth 1 … width -> [B, width]; past the path's end, slot = depth (so
+    moving it is a no-op), or the last slot where the tree is smaller than that (what moves there stays masked)."""
     b, slots = tree.tokens.shape
     on_path = tree.visible.gather(1, best[:, None, None].expand(b, 1, slots))[:, 0] & (tree.depth > 0)  # [B, T]
     where = torch.where(on_path, tree.depth - 1, width)  # [B, T] depth − 1, or the spare column
-    path = torch.arange(1, width + 2, device=best.device).expand(b, width + 1).clone()  # [B, width + 1]
+    path = torch.arange(1, width + 2, device=best.device).clamp(max=slots - 1).expand(b, width + 1).clone()
     path.scatter_(1, where, torch.arange(slots, device=best.device).expand(b, slots))
     return path[:, :width]
