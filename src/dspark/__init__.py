@@ -12,7 +12,7 @@ from dspark.config import DraftConfig, GenerationConfig, RopeConfig, preset
 __all__ = [
     "DraftConfig", "GenerationConfig", "RopeConfig", "preset",
     "DSparkDraft", "Target", "load_draft", "save_draft", "generate", "generate_stream",
-    "generate_batch", "BatchEngine", "load_smollm2",
+    "generate_batch", "BatchEngine", "TreeShape", "load_smollm2",
 ]
 
 _LAZY = {
@@ -24,6 +24,7 @@ _LAZY = {
     "generate_stream": "dspark.engine.generate",
     "generate_batch": "dspark.engine.batch",
     "BatchEngine": "dspark.engine.batch",
+    "TreeShape": "dspark.engine.tree",
     "load_smollm2": "dspark.testbed.smollm2",
 }
 
