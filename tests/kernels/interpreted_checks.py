@@ -11,7 +11,8 @@
 5. With a draft vocabulary (FR-Spec: the K ids the draft may propose) the kernel picks the eager loop's tokens, as
    full ids, and the engines with a restricted draft stay lossless and accept what the eager loop accepts.
 6. A tree verify through the kernels: attention under the slot mask and RoPE by depth equal the torch ops, and a tree
-   engine equals the target's greedy decoding and accepts what it accepts on the torch ops.
+   engine equals the target's greedy decoding and accepts what it accepts on the torch ops; the tree's beam through
+   tree_kernel builds the torch ops' tree.
 """
 from __future__ import annotations
 
@@ -167,6 +168,33 @@ def tree_kernel_agreement() -> dict[str, object]:
     out["tree engine acceptance as eager"] = [f.stats.accepted_counts == e.stats.accepted_counts
                                               for f, e in zip(fused, eager)]
     out["tree engine accepted"] = sum(sum(r.stats.accepted_counts) for r in fused)
+    return out
+
+
+def tree_build_agreement() -> dict[str, object]:
+    """The tree's beam through tree_kernel against the torch ops (random vanilla draft, fp32, several vocabulary tiles,
+    with and without a draft vocabulary and the first slot's bias)."""
+    from dspark.engine.tree import build_tree
+    from dspark.testbed.random_pair import draft_config_for, random_draft
+
+    out: dict[str, object] = {}
+    model = tiny_target("llama", vocab_size=600, num_layers=3, seed=5)  # 600 ids: three 256-entry tiles
+    for first in (True, False):
+        for vocab_ids in (None, torch.randperm(600)[:300]):
+            cfg = draft_config_for(model, block_size=5, markov_rank=20).replace(markov_first_slot=first)
+            draft = random_draft(cfg, scale=3.0, seed=6)
+            draft.tie_embeddings(model.model.embed_tokens, model.lm_head)
+            restrict_draft_vocab(draft, vocab_ids)
+            hidden = torch.randn(3, cfg.num_draft_tokens, cfg.hidden_size)
+            anchors = torch.tensor([1, 250, 599])
+            fused = build_tree(draft, hidden, anchors, TreeShape(12, 4))
+            os.environ["DSPARK_KERNELS"] = "0"
+            try:
+                eager = build_tree(draft, hidden, anchors, TreeShape(12, 4))
+            finally:
+                del os.environ["DSPARK_KERNELS"]
+            name = f"tree build first{first} vocab{vocab_ids is not None}"
+            out[name] = all(torch.equal(a, b) for a, b in zip(fused.parts, eager.parts))
     return out
 
 
@@ -329,5 +357,5 @@ if __name__ == "__main__":
     print(json.dumps({**decode_agreement(), **attention_agreement(), **layer_kernel_agreement(),
                       **static_target_agreement(), **first_slot_off_agreement(), **engines(*build_pair()),
                       **gated_agreement(), **engines(*gated_pair(), prefix="gated_"), **vocab_decode_agreement(),
-                      **engines(*vocab_pair(), prefix="vocab_"), **tree_kernel_agreement()}))
+                      **engines(*vocab_pair(), prefix="vocab_"), **tree_kernel_agreement(), **tree_build_agreement()}))
     sys.stdout.flush()

@@ -27,3 +27,8 @@ def test_a_tree_engine_through_the_kernels_equals_greedy_decoding_and_its_torch_
     assert facts["tree engine equals target"] == [True, True, True]
     assert facts["tree engine acceptance as eager"] == [True, True, True]
     assert facts["tree engine accepted"] > 5
+
+
+def test_the_tree_beam_through_its_kernels_builds_the_torch_ops_tree(facts):
+    cases = {k: v for k, v in facts.items() if k.startswith("tree build ")}
+    assert len(cases) == 4 and all(cases.values()), cases

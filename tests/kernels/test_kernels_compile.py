@@ -10,7 +10,7 @@ triton = pytest.importorskip("triton")
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-from dspark.engine import cache_attention, layer_kernels, markov_kernel  # noqa: E402
+from dspark.engine import cache_attention, layer_kernels, markov_kernel, tree_kernel  # noqa: E402
 
 
 def compile_for_sm90(kernel, types: dict[str, str], constants: dict[str, object]) -> dict[str, object]:
@@ -72,3 +72,17 @@ def test_add_rms_norm_and_silu_mul_kernels_compile_for_sm90():
     assert _cubin(compile_for_sm90(layer_kernels._add_rms_norm_kernel, norm, {"BLOCK": 1024}))
     silu = {"gate_up_ptr": "*bf16", "out_ptr": "*bf16", "inner": "i32"}
     assert _cubin(compile_for_sm90(layer_kernels._silu_mul_kernel, silu, {"BLOCK": 1024}))
+
+
+@pytest.mark.parametrize("beam", [4, 8])
+def test_tree_beam_kernels_compile_for_sm90(beam):
+    children = {"base_ptr": "*bf16", "base_stride": "i32", "w1_ptr": "*bf16", "w2_ptr": "*bf16", "prev_ptr": "*i64",
+                "value_ptr": "*fp32", "index_ptr": "*i64", "max_ptr": "*fp32", "sum_ptr": "*fp32", "parents": "i32",
+                "vocab": "i32", "rank": "i32", "tiles": "i32"}
+    constants = {"K": beam, "BIASED": True, "RANK_TILE": 32, "BLOCK": tree_kernel.BLOCK_V}
+    assert _cubin(compile_for_sm90(tree_kernel._children_kernel, children, constants))
+    merge = {"value_ptr": "*fp32", "index_ptr": "*i64", "max_ptr": "*fp32", "sum_ptr": "*fp32", "scores_ptr": "*fp32",
+             "ids_ptr": "*i64", "out_score_ptr": "*fp32", "out_token_ptr": "*i64", "out_parent_ptr": "*i64",
+             "parents": "i32", "tiles": "i32"}
+    constants = {"K": beam, "MAPPED": True, "BLOCK_P": beam, "BLOCK_T": 64}
+    assert _cubin(compile_for_sm90(tree_kernel._merge_kernel, merge, constants))

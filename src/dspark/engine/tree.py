@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
+from dspark.engine import tree_kernel
 from dspark.model.draft import DSparkDraft
 
 
@@ -87,6 +88,8 @@ def build_tree(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, 
     def full(ids: torch.Tensor) -> torch.Tensor:
         return ids if vocab is None else vocab.full_ids(ids)
 
+    if tree_kernel.usable(draft.markov_head, hidden):  # two launches a depth (tree_kernel.py)
+        return _select(*_kernel_beams(draft, base, anchors, k), anchors, shape.nodes)
     state = draft.markov_head.init_state(b, hidden.device, hidden.dtype)
     lp, ids, state = _beam_step(draft, base[:, 0], hidden[:, 0], anchors[:, None], state,
                                 draft.config.markov_first_slot, k)  # [B, 1, k]
@@ -109,6 +112,21 @@ def build_tree(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, 
         pool_parents.append(parents)
     return _select(torch.stack(pool_scores, 1), torch.stack(pool_tokens, 1), torch.stack(pool_parents, 1),
                    anchors, shape.nodes)
+
+
+def _kernel_beams(draft: DSparkDraft, base: torch.Tensor, anchors: torch.Tensor,
+                  k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every depth's beam through tree_kernel: base [B, γ, V'] -> scores, tokens, parents [B, γ, k]."""
+    head, vocab = draft.markov_head, draft.draft_vocab
+    w1 = head.markov_w1.weight
+    w2, ids = (head.markov_w2.weight, None) if vocab is None else (vocab.markov_w2.weight, vocab.token_ids)
+    scores = torch.zeros(anchors.shape[0], 1, device=base.device)  # [B, 1] the anchor's
+    tokens, beams = anchors[:, None], []
+    for slot in range(base.shape[1]):
+        biased = slot > 0 or draft.config.markov_first_slot
+        scores, tokens, parents = tree_kernel.beam_step(base[:, slot], w1, w2, tokens, scores, k, ids, biased)
+        beams.append((scores, tokens, parents))
+    return tuple(torch.stack(part, 1) for part in zip(*beams))  # type: ignore[return-value]
 
 
 def _select(scores: torch.Tensor, tokens: torch.Tensor, parents: torch.Tensor, anchors: torch.Tensor,

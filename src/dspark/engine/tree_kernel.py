@@ -1,0 +1,141 @@
+"""One depth of a tree's beam (tree.py) as two Triton kernels (CUDA only): the children of every beam node, scored.
+
+The torch ops spend about a dozen launches per depth (gather W1[prev], the rank-r GEMM, the add to the base logits,
+log-softmax, two top-k, the cumulative add, the index arithmetic and gathers), ~80 for a block of 7. Here a depth is
+two launches:
+  children  one program per (beam node, vocabulary tile): logits = base + W2·W1[prev] in fp32, with the bias rounded
+            to the weights' dtype as the eager GEMM rounds it; the tile's max and Σ exp (for the log-softmax) and its
+            `beam` best (logit, index) pairs, written out.
+  merge     one program per row: each node's log-sum-exp from its tiles' partials, every candidate's cumulative score
+            (the node's score + logit − lse), and the row's `beam` best of them: the next beam's scores, tokens (full
+            ids with a draft vocabulary) and parents.
+Ties go to the lowest index within a tile and to the earliest candidate across tiles. The sum over the rank runs in
+another order than cuBLAS's, so a near-tie can choose another child than the torch ops; verification keeps the output
+lossless whatever the tree.
+
+What it does not do: the gated or RNN Markov heads (their bias depends on the slot's hidden state: the torch ops serve
+them), CPU tensors (the torch ops; tests run the kernels through Triton's interpreter), the final choice of nodes.
+"""
+from __future__ import annotations
+
+import torch
+
+from dspark.engine import triton_support
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # a CPU install without Triton: the torch ops serve
+    triton = None
+
+BLOCK_V = 256  # vocabulary entries per `children` program
+
+
+def usable(head: object, tensor: torch.Tensor) -> bool:
+    """True when the kernels serve this head on this device: the vanilla Markov head, rank ≤ 128, and the kernels
+    available there (`triton_support.available`)."""
+    from dspark.model.heads import MarkovHead
+
+    if triton is None or type(head) is not MarkovHead or head.rank > 128:
+        return False
+    return triton_support.available(tensor)
+
+
+if triton is not None:
+
+    @triton.jit
+    def _children_kernel(base_ptr, base_stride, w1_ptr, w2_ptr, prev_ptr, value_ptr, index_ptr, max_ptr, sum_ptr,
+                         parents, vocab, rank, tiles, K: tl.constexpr, BIASED: tl.constexpr, RANK_TILE: tl.constexpr,
+                         BLOCK: tl.constexpr):
+        node = tl.program_id(0).to(tl.int64)  # row · parents + parent
+        tile = tl.program_id(1)
+        row = node // parents
+        cols = tile * BLOCK + tl.arange(0, BLOCK)
+        inside = cols < vocab
+        logits = tl.load(base_ptr + row * base_stride + cols, mask=inside, other=0.0).to(tl.float32)  # [BLOCK]
+        if BIASED:
+            prev = tl.load(prev_ptr + node).to(tl.int64)
+            r = tl.arange(0, RANK_TILE)
+            in_rank = r < rank
+            u = tl.load(w1_ptr + prev * rank + r, mask=in_rank, other=0.0).to(tl.float32)  # [R] W1[prev]
+            w = tl.load(w2_ptr + cols[:, None].to(tl.int64) * rank + r[None, :],
+                        mask=inside[:, None] & in_rank[None, :], other=0.0).to(tl.float32)  # [BLOCK, R]
+            bias = tl.sum(w * u[None, :], axis=1).to(w2_ptr.dtype.element_ty).to(tl.float32)  # rounded as the GEMM
+            logits = logits + bias
+        logits = tl.where(inside, logits, float("-inf"))
+        top = tl.max(logits, axis=0)
+        out = node * tiles + tile
+        tl.store(max_ptr + out, top)
+        tl.store(sum_ptr + out, tl.sum(tl.exp(logits - top), axis=0))
+        lanes = tl.arange(0, BLOCK)
+        for j in tl.static_range(K):  # the tile's K best, best first
+            best = tl.max(logits, axis=0)
+            at = tl.min(tl.where(logits == best, lanes, BLOCK), axis=0)  # the lowest index among ties
+            tl.store(value_ptr + out * K + j, best)
+            tl.store(index_ptr + out * K + j, tile * BLOCK + at)
+            logits = tl.where(lanes == at, float("-inf"), logits)
+
+    @triton.jit
+    def _merge_kernel(value_ptr, index_ptr, max_ptr, sum_ptr, scores_ptr, ids_ptr, out_score_ptr, out_token_ptr,
+                      out_parent_ptr, parents, tiles, K: tl.constexpr, MAPPED: tl.constexpr, BLOCK_P: tl.constexpr,
+                      BLOCK_T: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        p = tl.arange(0, BLOCK_P)
+        t = tl.arange(0, BLOCK_T)
+        live = (p[:, None] < parents) & (t[None, :] < tiles)  # [BP, BT]
+        part = (row * parents + p[:, None]) * tiles + t[None, :]
+        m = tl.load(max_ptr + part, mask=live, other=float("-inf"))
+        s = tl.load(sum_ptr + part, mask=live, other=0.0)
+        top = tl.max(m, axis=1)  # [BP]
+        top_safe = tl.where(p < parents, top, 0.0)
+        total_exp = tl.sum(s * tl.exp(m - top_safe[:, None]), axis=1)  # [BP]
+        lse = top_safe + tl.log(tl.where(p < parents, total_exp, 1.0))  # [BP] each node's log-sum-exp
+        score = tl.load(scores_ptr + row * parents + p, mask=p < parents, other=0.0)  # [BP]
+        c = tl.arange(0, BLOCK_T * K)  # a node's candidates: tile · K + j
+        alive = (p[:, None] < parents) & (c[None, :] < tiles * K)
+        flat = (row * parents + p[:, None]) * tiles * K + c[None, :]  # [BP, BT·K]
+        value = tl.load(value_ptr + flat, mask=alive, other=float("-inf"))
+        total = tl.where(alive, score[:, None] + value - lse[:, None], float("-inf"))  # cumulative log-probability
+        order = p[:, None] * (BLOCK_T * K) + c[None, :]  # candidate rank for ties: earlier parent, tile, pick first
+        for j in tl.static_range(K):
+            best = tl.max(tl.max(total, axis=1), axis=0)
+            at = tl.min(tl.min(tl.where(total == best, order, BLOCK_P * BLOCK_T * K), axis=1), axis=0)
+            parent = at // (BLOCK_T * K)
+            cand = at % (BLOCK_T * K)
+            index = tl.load(index_ptr + (row * parents + parent) * tiles * K + cand)
+            if MAPPED:
+                index = tl.load(ids_ptr + index)
+            tl.store(out_score_ptr + row * K + j, best)
+            tl.store(out_token_ptr + row * K + j, index)
+            tl.store(out_parent_ptr + row * K + j, parent)
+            total = tl.where(order == at, float("-inf"), total)
+
+
+def beam_step(base: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, prev: torch.Tensor, scores: torch.Tensor,
+              beam: int, token_ids: torch.Tensor | None = None,
+              biased: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One depth: base [B, V'] (this slot's logits before the bias; V' = K ids with a draft vocabulary), W1 [V, r],
+    W2 [V', r], the beam's tokens prev [B, P] (full ids) and scores [B, P] -> the next beam's scores [B, beam] (fp32),
+    tokens [B, beam] (full ids via token_ids [V'] when given) and parents [B, beam] (indices into P). `biased` False:
+    no Markov bias (a first slot without it)."""
+    b, parents = prev.shape
+    vocab, rank = w2.shape
+    tiles = triton.cdiv(vocab, BLOCK_V)
+    device = base.device
+    nodes = b * parents
+    values = torch.empty(nodes, tiles, beam, dtype=torch.float32, device=device)
+    indices = torch.empty(nodes, tiles, beam, dtype=torch.long, device=device)
+    maxima = torch.empty(nodes, tiles, dtype=torch.float32, device=device)
+    sums = torch.empty(nodes, tiles, dtype=torch.float32, device=device)
+    prev = prev.contiguous()
+    _children_kernel[(nodes, tiles)](base, base.stride(0), w1, w2, prev, values, indices, maxima, sums, parents,
+                                     vocab, rank, tiles, K=beam, BIASED=biased,
+                                     RANK_TILE=max(16, triton.next_power_of_2(rank)), BLOCK=BLOCK_V)
+    out_scores = torch.empty(b, beam, dtype=torch.float32, device=device)
+    out_tokens = torch.empty(b, beam, dtype=torch.long, device=device)
+    out_parents = torch.empty(b, beam, dtype=torch.long, device=device)
+    ids = token_ids if token_ids is not None else prev
+    _merge_kernel[(b,)](values, indices, maxima, sums, scores.float().contiguous(), ids, out_scores, out_tokens,
+                        out_parents, parents, tiles, K=beam, MAPPED=token_ids is not None,
+                        BLOCK_P=max(2, triton.next_power_of_2(parents)), BLOCK_T=max(2, triton.next_power_of_2(tiles)))
+    return out_scores, out_tokens, out_parents
