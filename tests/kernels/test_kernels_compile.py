@@ -86,3 +86,7 @@ def test_tree_beam_kernels_compile_for_sm90(beam):
              "parents": "i32", "tiles": "i32"}
     constants = {"K": beam, "MAPPED": True, "BLOCK_P": beam, "BLOCK_T": 64}
     assert _cubin(compile_for_sm90(tree_kernel._merge_kernel, merge, constants))
+    select = {"score_ptr": "*fp32", "token_ptr": "*i64", "parent_ptr": "*i64", "anchor_ptr": "*i64",
+              "out_token_ptr": "*i64", "out_parent_ptr": "*i64", "out_depth_ptr": "*i64", "visible_ptr": "*i1",
+              "pool": "i32", "nodes": "i32"}
+    assert _cubin(compile_for_sm90(tree_kernel._select_kernel, select, {"K": beam, "GAMMA": 7, "BLOCK": 64}))

@@ -1,4 +1,4 @@
-"""One depth of a tree's beam (tree.py) as two Triton kernels (CUDA only): the children of every beam node, scored.
+"""A tree's beam (tree.py) as Triton kernels (CUDA only): two launches a depth, one to choose the tree.
 
 The torch ops spend about a dozen launches per depth (gather W1[prev], the rank-r GEMM, the add to the base logits,
 log-softmax, two top-k, the cumulative add, the index arithmetic and gathers), ~80 for a block of 7. Here a depth is
@@ -9,12 +9,15 @@ two launches:
   merge     one program per row: each node's log-sum-exp from its tiles' partials, every candidate's cumulative score
             (the node's score + logit − lse), and the row's `beam` best of them: the next beam's scores, tokens (full
             ids with a draft vocabulary) and parents.
+A third kernel (`select`, one program per row) chooses the tree from every depth's beam: the `nodes` best by score,
+numbered in depth order, with each node's parent slot, depth and ancestor mask, where the torch ops take ~30 launches.
 Ties go to the lowest index within a tile and to the earliest candidate across tiles. The sum over the rank runs in
 another order than cuBLAS's, so a near-tie can choose another child than the torch ops; verification keeps the output
 lossless whatever the tree.
 
 What it does not do: the gated or RNN Markov heads (their bias depends on the slot's hidden state: the torch ops serve
-them), CPU tensors (the torch ops; tests run the kernels through Triton's interpreter), the final choice of nodes.
+them), CPU tensors (the torch ops; tests run the kernels through Triton's interpreter), pools of more than MAX_POOL
+candidates a row (γ · beam; 7 × 8 = 56 fits).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ except ImportError:  # a CPU install without Triton: the torch ops serve
     triton = None
 
 BLOCK_V = 256  # vocabulary entries per `children` program
+MAX_POOL = 64  # candidates (γ · beam) the `select` program holds; larger pools take the torch ops
 
 
 def usable(head: object, tensor: torch.Tensor) -> bool:
@@ -109,6 +113,60 @@ if triton is not None:
             tl.store(out_token_ptr + row * K + j, index)
             tl.store(out_parent_ptr + row * K + j, parent)
             total = tl.where(order == at, float("-inf"), total)
+
+
+    @triton.jit
+    def _select_kernel(score_ptr, token_ptr, parent_ptr, anchor_ptr, out_token_ptr, out_parent_ptr, out_depth_ptr,
+                       visible_ptr, pool, nodes, K: tl.constexpr, GAMMA: tl.constexpr, BLOCK: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        i = tl.arange(0, BLOCK)  # pool index: depth · K + beam position
+        j = i
+        inside = i < pool
+        depth = i // K
+        score = tl.load(score_ptr + row * pool + i, mask=inside, other=float("-inf"))
+        key = tl.where(inside, score - 1e-3 * depth.to(tl.float32), float("-inf"))  # ties go to the shallower node
+        ahead = (key[None, :] > key[:, None]) | ((key[None, :] == key[:, None]) & (j[None, :] < i[:, None]))
+        chosen = (tl.sum(ahead.to(tl.int32), axis=1) < nodes) & inside  # [BLOCK] the `nodes` best
+        before = (j[None, :] < i[:, None]) & chosen[None, :]
+        slot = 1 + tl.sum(before.to(tl.int32), axis=1)  # [BLOCK] tree slot of a chosen node, in pool order
+        up = tl.load(parent_ptr + row * pool + i, mask=inside, other=0)
+        parent = tl.where(depth > 0, (depth - 1) * K + up, -1)  # [BLOCK] parent's pool index (−1: the anchor)
+        parent_slot = tl.sum(tl.where(j[None, :] == parent[:, None], slot[None, :], 0), axis=1)  # 0 for the anchor
+        seen = j[None, :] == i[:, None]  # [BLOCK, BLOCK] ancestor-or-self in pool space, grown one level a step
+        walk = parent
+        for _ in tl.static_range(GAMMA):
+            seen = seen | (j[None, :] == walk[:, None])
+            walk = tl.sum(tl.where(j[None, :] == walk[:, None], parent[None, :], 0), axis=1) + tl.where(walk < 0, -1, 0)
+        token = tl.load(token_ptr + row * pool + i, mask=inside, other=0)
+        slots = nodes + 1
+        tl.store(out_token_ptr + row * slots + slot, token, mask=chosen)
+        tl.store(out_parent_ptr + row * slots + slot, parent_slot, mask=chosen)
+        tl.store(out_depth_ptr + row * slots + slot, depth + 1, mask=chosen)
+        both = chosen[:, None] & chosen[None, :]
+        tl.store(visible_ptr + (row * slots + slot[:, None]) * slots + slot[None, :], seen, mask=both)
+        tl.store(visible_ptr + (row * slots + slot) * slots, chosen, mask=chosen)  # every node sees the anchor
+        first = i == 0
+        tl.store(out_token_ptr + row * slots + i, tl.load(anchor_ptr + row + i * 0), mask=first)
+        tl.store(out_parent_ptr + row * slots + i, i * 0, mask=first)
+        tl.store(out_depth_ptr + row * slots + i, i * 0, mask=first)
+        tl.store(visible_ptr + row * slots * slots + i, i == 0, mask=i < slots)  # the anchor sees itself alone
+
+
+def select(scores: torch.Tensor, tokens: torch.Tensor, parents: torch.Tensor, anchors: torch.Tensor,
+           nodes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The pool of every depth's beam — scores, tokens, parents [B, γ, k] — -> the best `nodes` as a tree: tokens,
+    parent slots, depths [B, T] and visibility [B, T, T] (T = nodes + 1, slot 0 the anchor), in one launch."""
+    b, gamma, k = scores.shape
+    slots = nodes + 1
+    device = scores.device
+    tokens_out = torch.empty(b, slots, dtype=torch.long, device=device)
+    parent_out = torch.empty(b, slots, dtype=torch.long, device=device)
+    depth_out = torch.empty(b, slots, dtype=torch.long, device=device)
+    visible = torch.empty(b, slots, slots, dtype=torch.bool, device=device)
+    _select_kernel[(b,)](scores.contiguous(), tokens.contiguous(), parents.contiguous(), anchors.contiguous(),
+                         tokens_out, parent_out, depth_out, visible, gamma * k, nodes, K=k, GAMMA=gamma,
+                         BLOCK=max(16, triton.next_power_of_2(gamma * k)))
+    return tokens_out, parent_out, depth_out, visible
 
 
 def beam_step(base: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, prev: torch.Tensor, scores: torch.Tensor,
