@@ -179,7 +179,7 @@ def step_times(engine: BatchEngine, timer: Timer, window: int) -> dict[str, floa
     return out
 
 
-TREE_SHAPES = ((15, 4), (23, 4), (31, 4), (31, 8), (47, 8))
+TREE_SHAPES = ((15, 4), (23, 4), (27, 4), (31, 8), (47, 8))
 
 
 def tree_times(target: Target, draft: DSparkDraft, timer: Timer, window: int, shapes) -> dict[str, float]:

@@ -107,7 +107,7 @@ def attention_agreement() -> dict[str, float]:
     torch.manual_seed(1)
     out = {}
     b, heads, kv, d, length, window = 3, 6, 2, 16, 150, 144  # groups of 3 queries per KV head
-    for t in (1, 5, 8):
+    for t in (1, 5, 8, 20):  # 20: 60 grouped queries, over two programs
         for sliding in (None, 7):
             for rows in (None, torch.tensor([4, 0, 2])):
                 cache = torch.randn(6, 2 * kv, length, d)  # [B_max, 2·H_kv, L, D]
@@ -128,11 +128,14 @@ def tree_kernel_agreement() -> dict[str, object]:
     and a tree engine (kernels on) against the target's greedy decoding and the same engine on the torch ops."""
     torch.manual_seed(4)
     out: dict[str, object] = {}
-    b, heads, kv, d, t, window = 2, 6, 2, 16, 6, 64
-    parent = torch.tensor([[0, 0, 0, 1, 2, 3], [0, 0, 1, 1, 3, 4]])  # [B, T]
+    b, heads, kv, d, t, window = 2, 6, 2, 16, 12, 64  # 36 grouped queries: two programs a head
+    parent = torch.tensor([[0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [0, 0, 1, 1, 3, 4, 5, 6, 7, 8, 9, 10]])  # [B, T]
+    depth = torch.zeros(b, t, dtype=torch.long)
+    for slot in range(1, t):
+        depth[:, slot] = depth.gather(1, parent[:, slot : slot + 1])[:, 0] + 1
     visible = torch.eye(t, dtype=torch.bool).expand(b, t, t).clone()
     visible[:, :, 0] = True
-    for _ in range(3):
+    for _ in range(4):  # depths up to 10: pointer doubling four times
         visible |= visible.gather(1, parent[:, :, None].expand(b, t, t))
         parent = parent.gather(1, parent)
     start = torch.tensor([5, 40])
@@ -147,7 +150,6 @@ def tree_kernel_agreement() -> dict[str, object]:
     angle = torch.arange(80)[:, None] * torch.linspace(0.1, 1.0, d)
     cos_table, sin_table = angle.cos(), signed_sin(angle.sin())
     qkv = torch.randn(b, t, heads + 2 * kv, d)
-    depth = torch.tensor([[0, 1, 1, 2, 2, 3], [0, 1, 2, 2, 3, 4]])
     rotary = start[:, None] + depth
     cache, expected = torch.zeros(b, 2 * kv, 80, d), torch.zeros(b, 2 * kv, 80, d)
     q = layer_kernels.rope_write(qkv, heads, kv, cos_table, sin_table, cache, None, positions, rotary=rotary)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def test_cache_attention_equals_sdpa_for_rows_windows_and_block_widths(facts):
     cases = {k: v for k, v in facts.items() if k.startswith("attention ")}
-    assert len(cases) == 12  # widths 1, 5, 8 × sliding window or not × row indices or not
+    assert len(cases) == 16  # widths 1, 5, 8, 20 × sliding window or not × row indices or not
     assert max(cases.values()) < 1e-5, cases
 
 

@@ -5,9 +5,10 @@ a copy of q before the kernel and a copy of the output after it, plus an additiv
 program per (row, KV head) reads q where the fused projection left it ([B, T, H, D], any strides), the row's keys and
 values straight from the cache ([B_max, 2·H_kv, L, D], keys in heads 0 … H_kv−1), masks by position (a query sees
 keys up to `last` and, with a sliding window, only the `sliding` latest of them), runs an online softmax over key
-blocks in fp32, and writes [B, T, H, D] contiguous, which the output projection reads as [B, T, H·D]. Each query's
-result does not depend on how many queries share its row (the key loop is the same), so a verify step and a plain
-decoding step compute a row's attention in the same order.
+blocks in fp32, and writes [B, T, H, D] contiguous, which the output projection reads as [B, T, H·D]. More than
+QUERY_TILE grouped queries of a row (a tree verify's) split over programs, since one program's tile grows slow. Each
+query's result does not depend on how many queries share its program (a key block it cannot see adds exactly
+nothing), so a verify step and a plain decoding step compute a row's attention in the same order.
 
 What it does not do: prefill-sized queries (G·T > 128 goes to SDPA), masks other than by position or a tree's slot
 mask, CPU tensors (the SDPA path serves those; tests run the kernel on the CPU through Triton's interpreter,
@@ -27,7 +28,8 @@ try:
 except ImportError:  # a CPU install without Triton: SDPA serves
     triton = None
 
-MAX_QUERIES = 128  # G·T per program; longer blocks (prefill) go to SDPA
+MAX_QUERIES = 128  # G·T per row; longer blocks (prefill) go to SDPA
+QUERY_TILE = 32  # grouped queries per program: a row's wider blocks (a tree's) split over programs
 
 
 def usable(tensor: torch.Tensor, head_dim: int, grouped_queries: int) -> bool:
@@ -49,7 +51,7 @@ if triton is not None:
         b = tl.program_id(0)
         kv_head = tl.program_id(1)
         row = tl.load(rows_ptr + b).to(tl.int64) if HAS_ROWS else b.to(tl.int64)
-        queries = tl.arange(0, BLOCK_Q)  # grouped queries: (t, g) → t·G + g
+        queries = tl.program_id(2) * BLOCK_Q + tl.arange(0, BLOCK_Q)  # grouped queries: (t, g) → t·G + g
         t = queries // G
         head = kv_head * G + queries % G
         in_q = t < t_len
@@ -117,12 +119,12 @@ def attend(q: torch.Tensor, cache: torch.Tensor, kv_heads: int, last: torch.Tens
     slots its row of the mask allows (`last` then only bounds the keys read: each row's last slot)."""
     b, t, heads, d = q.shape
     groups = heads // kv_heads
-    block_q = max(16, triton.next_power_of_2(groups * t))
+    block_q = max(16, min(QUERY_TILE, triton.next_power_of_2(groups * t)))
     out = torch.empty(b, t, heads, d, dtype=q.dtype, device=q.device)  # [B, T, H, D]
     last = last.contiguous()  # [B, T] integer positions (a no-op for the engine's own tensors)
     anchor = rows if rows is not None else last  # any tensor: unused without rows
     start, mask = tree if tree is not None else (last, last)  # unused without a tree
-    _cache_attention_kernel[(b, kv_heads)](
+    _cache_attention_kernel[(b, kv_heads, triton.cdiv(groups * t, block_q))](
         q, q.stride(0), q.stride(1), q.stride(2), cache, cache.stride(0), cache.stride(1), cache.stride(2), anchor,
         last, out, start, mask.contiguous(), t, kv_heads, min(window, cache.shape[2]), sliding or 0,
         scale or 1 / math.sqrt(d), G=groups, D=d, BLOCK_Q=block_q, BLOCK_K=64, HAS_ROWS=rows is not None,
