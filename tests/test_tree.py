@@ -9,6 +9,7 @@ import torch
 
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.batch import BatchEngine
+from dspark.engine.graphs import RoundGraphs
 from dspark.engine.static_target import StaticTarget
 from dspark.engine.tree import TreeDrafts, TreeShape, accept_tree_greedy, accepted_path, build_tree
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
@@ -161,3 +162,25 @@ def test_a_tree_engine_refuses_sampling_scheduling_and_shapes_it_cannot_fill():
         BatchEngine(target, draft, max_batch=1, max_length=64, tree=TreeShape(gamma * 2 + 1, 2))
     with pytest.raises(ValueError, match="ragged"):
         BatchEngine(target, draft, max_batch=1, max_length=64, tree=TreeShape(8, 2), ragged=True)
+
+
+class _EagerReplay(RoundGraphs):
+    """The graph wrapper with capture replaced by the step itself: everything but CUDA capture/replay runs."""
+
+    def _record(self, step):
+        return step
+
+
+def test_a_warmed_up_tree_engine_captures_every_shape_within_both_caches_and_stays_lossless():
+    # the tree's extra slots lengthen the target's cache; the draft's must follow, or a graphed prefill as wide as
+    # the target's cache writes past the draft's (the H200's illegal memory access of the first tree run)
+    model, draft = build_pair()
+    target = Target(model, draft.config.target_layer_ids)
+    engine = BatchEngine(target, draft, max_batch=2, max_length=40, pad_to_buckets=True, tree=TreeShape(14, 4))
+    engine.graphs = _EagerReplay(engine.round)
+    assert engine.static_draft.max_length >= engine.static_target.max_length
+    engine.warm_up()
+    assert {key[2] for key in engine.graphs.graphs if key[0] == "verify"} == {1, 15}
+    config = GenerationConfig(max_new_tokens=20, eos_token_ids=(EOS_ID,))
+    results = engine.generate(PROMPTS, config)
+    assert [r.tokens for r in results] == [generate(target, None, p, config).tokens for p in PROMPTS]

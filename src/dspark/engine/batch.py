@@ -59,7 +59,8 @@ class BatchEngine:
         self.max_batch, self.max_length = max_batch, max_length
         room = max(0, tree.nodes - draft.config.num_draft_tokens) if tree is not None else 0  # a tree's extra slots
         self.static_target = StaticTarget(target, max_batch, max_length + room)
-        self.static_draft = StaticDraft(draft, max_batch, max_length) if draft is not None else None
+        # the draft's cache as long as the target's: a graphed prefill may span the target's whole cache
+        self.static_draft = StaticDraft(draft, max_batch, max_length + room) if draft is not None else None
         on_cuda = target.device.type == "cuda"
         self.cuda_graphs = (on_cuda and not ragged) if cuda_graphs is None else cuda_graphs
         if self.cuda_graphs and not on_cuda:
