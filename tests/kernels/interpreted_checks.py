@@ -33,7 +33,7 @@ from dspark.engine import cache_attention, layer_kernels  # noqa: E402
 from dspark.engine.static_target import (attention_bias, causal_bias, grouped_attention, read_rows,  # noqa: E402
                                          rope_tables, tree_visibility, write_rows)
 from dspark.engine.batch import BatchEngine  # noqa: E402
-from dspark.engine.tree import TreeShape  # noqa: E402
+from dspark.engine.tree import TreeDrafts, TreeShape, ancestor_slots  # noqa: E402
 from dspark.model.rope import rotate, signed_sin  # noqa: E402
 from dspark import GenerationConfig, Target, generate  # noqa: E402
 from dspark.engine.batch import generate_batch  # noqa: E402
@@ -142,11 +142,23 @@ def tree_kernel_agreement() -> dict[str, object]:
     cache = torch.randn(b, 2 * kv, 80, d)
     q = torch.randn(b, t, heads, d)
     positions = start[:, None] + torch.arange(t)
-    got = cache_attention.attend(q, cache, kv, positions, None, window, 0.25, tree=(start, visible))
+    tree = TreeDrafts(torch.zeros(b, t, dtype=torch.long), parent, depth, visible)
+    ancestors = ancestor_slots(tree)  # [B, T, T]
+    got = cache_attention.attend(q, cache, kv, start[:, None] + depth, None, window, 0.25, tree=(start, ancestors))
     bias = attention_bias(tree_visibility(start, visible, window)[:, None], heads // kv, q.dtype)
     want = grouped_attention(q.transpose(1, 2), cache[:, :kv, :window], cache[:, kv:, :window], bias,
                              0.25).transpose(1, 2)
     out["tree attention"] = float((got - want).abs().max())
+    chain_equal = []  # each slot against a chain verify of its path: the same keys at the same positions
+    for row in range(b):
+        for slot in range(t):
+            path = visible[row, slot].nonzero().flatten()  # its ancestors and itself, in depth order
+            chain = cache.clone()
+            chain[row, :, start[row] : start[row] + len(path)] = cache[row, :, start[row] + path]
+            alone = cache_attention.attend(q[row : row + 1, slot : slot + 1], chain[row : row + 1], kv,
+                                           (start[row] + depth[row, slot]).view(1, 1), None, window, 0.25)
+            chain_equal.append(torch.equal(alone[0, 0], got[row, slot]))
+    out["tree attention equals its path's chain bitwise"] = all(chain_equal)
     angle = torch.arange(80)[:, None] * torch.linspace(0.1, 1.0, d)
     cos_table, sin_table = angle.cos(), signed_sin(angle.sin())
     qkv = torch.randn(b, t, heads + 2 * kv, d)

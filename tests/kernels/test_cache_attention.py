@@ -23,6 +23,12 @@ def test_tree_verify_attention_and_rope_by_depth_equal_the_torch_ops(facts):
     assert facts["tree attention"] < 1e-5 and facts["tree rope_write"] < 1e-5
 
 
+def test_a_tree_slot_attends_bitwise_as_a_chain_verify_of_its_path(facts):
+    # the same keys at the same positions, summed in the same order: a tree's accepted tokens get the hidden states
+    # plain decoding gives them (bf16 on a GPU too), so its output stays the target's own greedy decoding
+    assert facts["tree attention equals its path's chain bitwise"] is True
+
+
 def test_a_tree_engine_through_the_kernels_equals_greedy_decoding_and_its_torch_path(facts):
     assert facts["tree engine equals target"] == [True, True, True]
     assert facts["tree engine acceptance as eager"] == [True, True, True]

@@ -49,9 +49,9 @@ def test_markov_slot_kernel_compiles_for_sm90(gated, mapped, dtype, block_n):
 def test_cache_attention_kernel_compiles_for_sm90(has_rows, sliding, tree):
     types = {"q_ptr": "*bf16", "q_stride_b": "i32", "q_stride_t": "i32", "q_stride_h": "i32", "cache_ptr": "*bf16",
              "c_stride_b": "i32", "c_stride_h": "i32", "c_stride_l": "i32", "rows_ptr": "*i64", "last_ptr": "*i64",
-             "out_ptr": "*bf16", "start_ptr": "*i64", "tree_ptr": "*i1" if tree else "*i64", "t_len": "i32",
-             "kv_heads": "i32", "window": "i32", "sliding": "i32", "scale": "fp32"}
-    constants = {"G": 3, "D": 64, "BLOCK_Q": 128 if tree else 32, "BLOCK_K": 64, "HAS_ROWS": has_rows,
+             "out_ptr": "*bf16", "start_ptr": "*i64", "tree_ptr": "*i64", "t_len": "i32",
+             "kv_heads": "i32", "window": "i32", "sliding": "i32", "scale": "fp32", "depth_stride": "i32"}
+    constants = {"G": 3, "D": 64, "BLOCK_Q": 16 if tree else 32, "BLOCK_K": 64, "HAS_ROWS": has_rows,
                  "SLIDING": sliding, "TREE": tree, "IEEE": False}
     assert _cubin(compile_for_sm90(cache_attention._cache_attention_kernel, types, constants))
 

@@ -6,9 +6,11 @@ program per (row, KV head) reads q where the fused projection left it ([B, T, H,
 values straight from the cache ([B_max, 2·H_kv, L, D], keys in heads 0 … H_kv−1), masks by position (a query sees
 keys up to `last` and, with a sliding window, only the `sliding` latest of them), runs an online softmax over key
 blocks in fp32, and writes [B, T, H, D] contiguous, which the output projection reads as [B, T, H·D]. More than
-QUERY_TILE grouped queries of a row (a tree verify's) split over programs, since one program's tile grows slow. Each
-query's result does not depend on how many queries share its program (a key block it cannot see adds exactly
-nothing), so a verify step and a plain decoding step compute a row's attention in the same order.
+QUERY_TILE grouped queries of a row split over programs, since one program's tile grows slow. Each query's result
+does not depend on how many queries share its program (a key block it cannot see adds exactly nothing), so a verify
+step and a plain decoding step compute a row's attention in the same order. A tree verify (tree.py) runs one program
+per slot, which reads its ancestors' keys as if they stood in a chain: the same keys at the same positions as a
+chain verify of its path, so a tree's accepted tokens get the hidden states (bitwise) that plain decoding gives them.
 
 What it does not do: prefill-sized queries (G·T > 128 goes to SDPA), masks other than by position or a tree's slot
 mask, CPU tensors (the SDPA path serves those; tests run the kernel on the CPU through Triton's interpreter,
@@ -45,16 +47,21 @@ if triton is not None:
     @triton.jit
     def _cache_attention_kernel(q_ptr, q_stride_b, q_stride_t, q_stride_h, cache_ptr, c_stride_b, c_stride_h,
                                 c_stride_l, rows_ptr, last_ptr, out_ptr, start_ptr, tree_ptr, t_len, kv_heads,
-                                window, sliding, scale, G: tl.constexpr, D: tl.constexpr, BLOCK_Q: tl.constexpr,
-                                BLOCK_K: tl.constexpr, HAS_ROWS: tl.constexpr, SLIDING: tl.constexpr,
-                                TREE: tl.constexpr, IEEE: tl.constexpr):
+                                window, sliding, scale, depth_stride, G: tl.constexpr, D: tl.constexpr,
+                                BLOCK_Q: tl.constexpr, BLOCK_K: tl.constexpr, HAS_ROWS: tl.constexpr,
+                                SLIDING: tl.constexpr, TREE: tl.constexpr, IEEE: tl.constexpr):
         b = tl.program_id(0)
         kv_head = tl.program_id(1)
         row = tl.load(rows_ptr + b).to(tl.int64) if HAS_ROWS else b.to(tl.int64)
-        queries = tl.program_id(2) * BLOCK_Q + tl.arange(0, BLOCK_Q)  # grouped queries: (t, g) → t·G + g
+        if TREE:  # one program per slot: its G query heads
+            queries = tl.program_id(2) * G + tl.arange(0, BLOCK_Q)
+            in_q = tl.arange(0, BLOCK_Q) < G
+        else:
+            queries = tl.program_id(2) * BLOCK_Q + tl.arange(0, BLOCK_Q)  # grouped queries: (t, g) → t·G + g
         t = queries // G
         head = kv_head * G + queries % G
-        in_q = t < t_len
+        if not TREE:
+            in_q = t < t_len
         dims = tl.arange(0, D)
         q = tl.load(q_ptr + b.to(tl.int64) * q_stride_b + t[:, None] * q_stride_t + head[:, None] * q_stride_h
                     + dims[None, :], mask=in_q[:, None], other=0.0)  # [BQ, D]
@@ -62,6 +69,7 @@ if triton is not None:
         hi = tl.minimum(tl.max(last, axis=0) + 1, window)
         lo = 0
         tree_start = 0
+        slot = tl.program_id(2)
         if TREE:
             tree_start = tl.load(start_ptr + b)
         if SLIDING:
@@ -74,21 +82,19 @@ if triton is not None:
         for start in range(lo, hi, BLOCK_K):
             pos = start + tl.arange(0, BLOCK_K)  # [BK]
             in_k = pos < hi
-            k = tl.load(keys_base + pos[:, None] * c_stride_l + dims[None, :], mask=in_k[:, None], other=0.0)
-            v = tl.load(values_base + pos[:, None] * c_stride_l + dims[None, :], mask=in_k[:, None], other=0.0)
+            at = pos
+            if TREE:  # position start + e holds the slot's ancestor at depth e: read that slot's keys and values
+                e = pos - tree_start
+                up = tl.load(tree_ptr + (b * t_len + slot) * depth_stride + e, mask=(e >= 0) & in_k, other=0)
+                at = tl.where(e >= 0, tree_start + up, pos)
+            k = tl.load(keys_base + at[:, None] * c_stride_l + dims[None, :], mask=in_k[:, None], other=0.0)
+            v = tl.load(values_base + at[:, None] * c_stride_l + dims[None, :], mask=in_k[:, None], other=0.0)
             if IEEE:
                 s = tl.dot(q, tl.trans(k), input_precision="ieee")  # [BQ, BK]
             else:
                 s = tl.dot(q, tl.trans(k))  # bf16/fp16 inputs, fp32 accumulation (exact products)
             s = s * scale
-            if TREE:  # the context, and the tree slots (at tree_start + j) this query's row of the mask allows
-                j = pos - tree_start  # [BK]
-                in_tree = (j >= 0) & (j < t_len)
-                seen = tl.load(tree_ptr + (b * t_len + t[:, None]) * t_len + j[None, :],
-                               mask=in_q[:, None] & in_tree[None, :], other=0)  # [BQ, BK]
-                visible = ((j < 0)[None, :] | (seen != 0)) & in_k[None, :]
-            else:
-                visible = (pos[None, :] <= last[:, None]) & in_k[None, :]
+            visible = (pos[None, :] <= last[:, None]) & in_k[None, :]
             if SLIDING:
                 visible = visible & (pos[None, :] > last[:, None] - sliding)
             s = tl.where(visible, s, float("-inf"))
@@ -115,18 +121,26 @@ def attend(q: torch.Tensor, cache: torch.Tensor, kv_heads: int, last: torch.Tens
     """New queries q [B, T, H, D] (any strides, D contiguous) against cache [B_max, 2·H_kv, L, D] rows `rows` [B]
     (None: 0 … B−1): query (b, t) sees keys at positions ≤ last[b, t] ([B, T]), below `window`, and within the last
     `sliding` positions when given; scale None: 1/√D -> [B, T, H, D] contiguous, q's dtype. `tree` (start [B],
-    visibility [B, T, T] bool): a tree verify's slots at start_b + t; query t sees every position < start_b and the
-    slots its row of the mask allows (`last` then only bounds the keys read: each row's last slot)."""
+    ancestors [B, T, A]: slot t's ancestor at each depth e, itself at its own depth; tree.ancestor_slots): a tree
+    verify's slots, written at start_b + t; query t reads positions < start_b from the cache and position start_b + e
+    from its ancestor's slot, up to last[b, t] = start_b + its depth: the keys a chain verify of its path reads, at
+    the same positions, so its attention sums in the same order."""
     b, t, heads, d = q.shape
     groups = heads // kv_heads
     block_q = max(16, min(QUERY_TILE, triton.next_power_of_2(groups * t)))
     out = torch.empty(b, t, heads, d, dtype=q.dtype, device=q.device)  # [B, T, H, D]
     last = last.contiguous()  # [B, T] integer positions (a no-op for the engine's own tensors)
     anchor = rows if rows is not None else last  # any tensor: unused without rows
-    start, mask = tree if tree is not None else (last, last)  # unused without a tree
-    _cache_attention_kernel[(b, kv_heads, triton.cdiv(groups * t, block_q))](
+    if tree is not None:  # one program per slot, reading its own path: a chain's keys at a chain's positions
+        start, ancestors = tree[0], tree[1].contiguous()
+        block_q, programs = max(16, triton.next_power_of_2(groups)), t
+    else:
+        start, ancestors = last, last  # unused without a tree
+        programs = triton.cdiv(groups * t, block_q)
+    _cache_attention_kernel[(b, kv_heads, programs)](
         q, q.stride(0), q.stride(1), q.stride(2), cache, cache.stride(0), cache.stride(1), cache.stride(2), anchor,
-        last, out, start, mask.contiguous(), t, kv_heads, min(window, cache.shape[2]), sliding or 0,
-        scale or 1 / math.sqrt(d), G=groups, D=d, BLOCK_Q=block_q, BLOCK_K=64, HAS_ROWS=rows is not None,
-        SLIDING=sliding is not None, TREE=tree is not None, IEEE=q.dtype == torch.float32)
+        last, out, start, ancestors, t, kv_heads, min(window, cache.shape[2]), sliding or 0,
+        scale or 1 / math.sqrt(d), ancestors.shape[-1], G=groups, D=d, BLOCK_Q=block_q, BLOCK_K=64,
+        HAS_ROWS=rows is not None, SLIDING=sliding is not None, TREE=tree is not None,
+        IEEE=q.dtype == torch.float32)
     return out

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 from dspark.engine import cache_attention, layer_kernels
 from dspark.engine.fused_layers import fuse_projections, projected_heads
-from dspark.engine.tree import TreeDrafts
+from dspark.engine.tree import TreeDrafts, ancestor_slots
 from dspark.model.rope import rotate, signed_sin
 from dspark.model.target import Target
 
@@ -228,13 +228,14 @@ class StaticTarget:
     def _attention(self, index: int, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
                    positions: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor | None,
                    window: int, fast: bool, packing: Packing | None = None,
-                   tree: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                   tree: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None = None) -> torch.Tensor:
         """Normed states h [B, T, d] ([1, N, d] when packed) -> attention output of the same shape; writes the
         block's keys/values into the layer's cache. fast: norms, rotation and the cache write in one kernel (rope =
         cos, sin_signed tables [L, D]), then the attention kernel (bias None) or SDPA with bias [B, 1, G·T, W]; else
         the torch ops and SDPA (rope = tables [B, T, H + 2·H_kv, D] that turn q and k and leave v as it is: cos 1,
-        sin 0 on v's heads). tree: (start [B], rotary positions [B, T], visibility [B, T, T]) of a tree verify,
-        whose slots are written at `positions` but turned by their depth and masked by `bias` or the kernel."""
+        sin 0 on v's heads). tree (fast only): (start [B], rotary positions [B, T], ancestor slots [B, T, T] for the
+        attention kernel, or None under a bias) of a tree verify, whose slots are written at `positions` but turned
+        by their depth and masked by `bias` or read along their paths by the kernel."""
         attn, fused = self.backbone.layers[index].self_attn, self.fused[index]
         b, t = positions.shape
         unpack, pack = (packing.scatter, packing.gather) if packing is not None else (_same, _same)
@@ -246,8 +247,9 @@ class StaticTarget:
             q = layer_kernels.rope_write(qkv, heads, kv, *rope, self.kv[index], rows, positions, norms,
                                          rotary=None if tree is None else tree[1])  # [B, T, H, D]
             if bias is None:
-                out = cache_attention.attend(q, self.kv[index], kv, positions, rows, window, attn.scaling,
-                                             self.windows[index], tree=None if tree is None else (tree[0], tree[2]))
+                last, paths = (positions, None) if tree is None else (tree[1], (tree[0], tree[2]))
+                out = cache_attention.attend(q, self.kv[index], kv, last, rows, window, attn.scaling,
+                                             self.windows[index], tree=paths)  # [B, T, H, D]
             else:  # too many queries per row for the attention kernel's tile (a prefill)
                 keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
                 values = read_rows(self.values[index], rows, b, window)
@@ -293,9 +295,13 @@ class StaticTarget:
         rope = self.rope  # cos, signed sin [L, D], read by position
         width = min(window or self.max_length, self.max_length)
         rotary = positions if tree is None else start[:, None] + tree.depth  # [B, T] the positions RoPE turns by
-        tree_args = None if tree is None else (start, rotary, tree.visible)
+        tree_args = None
         if kernels_serve(x, self.heads, self.kv_heads, self.head_dim, t):
-            biases = dict.fromkeys(self.windows)  # the attention kernel masks by position (or tree): no bias
+            biases = dict.fromkeys(self.windows)  # the attention kernel masks by position (a tree: by its paths)
+            if tree is not None:
+                tree_args = (start, rotary, ancestor_slots(tree))  # [B], [B, T], [B, T, T]
+        elif tree is not None and fast:  # the layer kernels turn q and k by depth; SDPA masks by the tree
+            tree_args = (start, rotary, None)
         else:
             if not fast:
                 rope = rope_tables(rope[0][rotary], rope[1][rotary], self.heads + self.kv_heads, self.kv_heads)

@@ -156,6 +156,16 @@ def _select(scores: torch.Tensor, tokens: torch.Tensor, parents: torch.Tensor, a
                       parent=parent, depth=torch.cat([zero, node_depth + 1], dim=1), visible=visible)
 
 
+def ancestor_slots(tree: TreeDrafts) -> torch.Tensor:
+    """[B, T, T]: entry (t, e) is the slot of slot t's ancestor at depth e (t itself at its own depth; entries past
+    its depth are 0), the table the attention kernel reads a slot's path through."""
+    b, slots = tree.tokens.shape
+    where = torch.where(tree.visible, tree.depth[:, None, :], slots)  # [B, T, T] depth of each visible slot, or spare
+    table = torch.zeros(b, slots, slots + 1, dtype=torch.long, device=tree.depth.device)
+    table.scatter_(2, where, torch.arange(slots, device=table.device).expand(b, slots, slots).contiguous())
+    return table[:, :, :slots]
+
+
 def accept_tree_greedy(tree: TreeDrafts, lengths: torch.Tensor,
                        target_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """tree (T slots), lengths [B] (the most drafts a row may accept), target_logits [B, T, V] -> accepted [B],
