@@ -35,7 +35,7 @@ s4)
     mkdir -p $OUT /root/speed && cp /root/speed.log /root/speed/ && tar -C /root -cf $OUT/speed.tar speed ;;
 s5)
     DRAFT=src/dspark/assets/smollm2-135m-instruct-dspark
-    for shape in ${TREE_SHAPES:-31/8 47/8}; do
+    for shape in ${TREE_SHAPES-31/8 47/8}; do  # TREE_SHAPES="" skips them
         python3 benchmarks/speed/throughput_h200.py --prompts /root/stage/eval_prompts.jsonl --methods plain,dspark-tree \
             --concurrency 1 --deadline 150 --method-budget 30 --draft-vocab "${SPEED_VOCAB:-0}" \
             --num-prompts "${SPEED_PROMPTS:-40}" --tree-nodes "${shape%/*}" --tree-beam "${shape#*/}" \
