@@ -11,7 +11,8 @@
 #   bash benchmarks/speed/lease_speed.sh s5   # carry stage_t (held-out prompts as a JSONL with suites heldout-code /
 #       heldout-math): more tree shapes at batch 1 (TREE_SHAPES, nodes/beam) and held-out τ, chain against tree
 # s4 and s5 take SPEED_VOCAB (--draft-vocab K), SPEED_PROMPTS (batch-1 requests, default 40), CONCURRENCY and
-# TREE_NODES / TREE_BEAM (the dspark-tree method's shape); PROFILE_ARGS go to round_kernels.py on s1.
+# TREE_NODES / TREE_BEAM (the dspark-tree method's shape); s4 takes RESERVE (seconds the matrix leaves for the profile
+# and report; 0 with a short DEADLINE skips the profile); PROFILE_ARGS go to round_kernels.py on s1.
 #
 # Calls back to back: /root survives only while the machine stays warm (30 s).
 set -euo pipefail
@@ -30,7 +31,7 @@ s4)
     python3 benchmarks/speed/throughput_h200.py "${DFLASH[@]}" --prompts /root/stage/eval_prompts.jsonl \
         --methods "${METHODS:-plain,dspark,hf-static}" --deadline "${DEADLINE:-450}" --method-budget 30 \
         --draft-vocab "${SPEED_VOCAB:-0}" --num-prompts "${SPEED_PROMPTS:-40}" --concurrency "${CONCURRENCY:-1,4,16,64}" \
-        --tree-nodes "${TREE_NODES:-23}" --tree-beam "${TREE_BEAM:-4}" \
+        --tree-nodes "${TREE_NODES:-23}" --tree-beam "${TREE_BEAM:-4}" --reserve "${RESERVE:-60}" \
         --out /root/speed 2>&1 | tee /root/speed.log || true   # whatever happened, the files below come back
     mkdir -p $OUT /root/speed && cp /root/speed.log /root/speed/ && tar -C /root -cf $OUT/speed.tar speed ;;
 s5)
