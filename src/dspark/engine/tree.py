@@ -88,7 +88,8 @@ def build_tree(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, 
     def full(ids: torch.Tensor) -> torch.Tensor:
         return ids if vocab is None else vocab.full_ids(ids)
 
-    if tree_kernel.usable(draft.markov_head, hidden) and gamma * k <= tree_kernel.MAX_POOL:  # two launches a depth and one for the choice (tree_kernel.py)
+    if tree_kernel.usable(draft.markov_head, hidden) and gamma * k <= tree_kernel.MAX_POOL:
+        # two launches a depth and one for the choice (tree_kernel.py)
         return TreeDrafts(*tree_kernel.select(*_kernel_beams(draft, base, anchors, k), anchors, shape.nodes))
     state = draft.markov_head.init_state(b, hidden.device, hidden.dtype)
     lp, ids, state = _beam_step(draft, base[:, 0], hidden[:, 0], anchors[:, None], state,
@@ -174,7 +175,9 @@ def accept_tree_greedy(tree: TreeDrafts, lengths: torch.Tensor,
     good = (tree.tokens == choice.gather(1, tree.parent)) & (tree.depth <= lengths[:, None])  # [B, T]
     good[:, 0] = True
     path_ok = ~(tree.visible & ~good[:, None, :]).any(-1)  # [B, T] every slot it sees is good
-    best = (tree.depth * path_ok).argmax(-1)  # [B] the deepest good path's end (depths on a path are distinct)
+    # the deepest good path's end: one slot per depth can be good (siblings differ), failing slots rank below the
+    # anchor, so the maximum is unique and no tie order matters
+    best = torch.where(path_ok, tree.depth, -1).argmax(-1)  # [B]
     accepted = tree.depth.gather(1, best[:, None])[:, 0]  # [B]
     bonus = choice.gather(1, best[:, None])[:, 0]  # [B]
     return accepted, bonus, best
