@@ -8,7 +8,8 @@ the draft → advance, all on device (batch_round.py); the host syncs once per r
 committed …] of every row (a ragged verify, which runs eagerly, reads its slots too), then
 applies EOS (an accepted EOS ends the row; later tokens are dropped), the max_new_tokens budget, and continuous
 batching: a finished row's slot takes the next prompt (prefilled eagerly), or the last live row moves into it so
-the live rows stay 0 … n−1. With drafting off the same loop is plain decoding (L = 0, T = 1). Results and τ stats
+the live rows stay 0 … n−1. With a `TreeShape` each round verifies a tree of drafts per row instead of the block's
+chain (greedy). With drafting off the same loop is plain decoding (L = 0, T = 1). Results and τ stats
 are the batch-1 engine's types. Lossless: greedy output equals the target's own greedy decoding per prompt.
 """
 from __future__ import annotations

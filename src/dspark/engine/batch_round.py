@@ -7,8 +7,10 @@ runs inside the same captured step; a rule's width is the one extra value the ho
 target over [anchor, d_0 … d_{t−2}] at width t, accepts (greedy or rejection sampling), extends the draft's context with
 the verified features (on CUDA on a second stream, beside acceptance) and advances start / budget / anchor, writing
 [accepted, L, committed tokens …] into `packed` for the host to read in one sync (`packed_reader` queues that copy, so
-steps queued after it run on). Steps take only ints, so CUDA graphs can capture them (see graphs.py). Host-side
-bookkeeping (EOS, admission, results) lives in batch_session.py.
+steps queued after it run on). With a tree shape (tree.py) `propose` builds each row's tree and `verify` runs the
+whole tree, accepts its deepest matching path and moves that path's keys/values behind the anchor. Steps take only
+ints, so CUDA graphs can capture them (see graphs.py). Host-side bookkeeping (EOS, admission, results) lives in
+batch_session.py.
 """
 from __future__ import annotations
 
