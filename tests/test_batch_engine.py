@@ -14,12 +14,13 @@ from dspark.engine.batch import BatchEngine, generate_batch
 from dspark.engine.batch_schedule import Scheduling
 from dspark.engine.draft_step import DraftContextCache, propose
 from dspark.engine.generate import prepare_pair
-from dspark.engine.graphs import RoundGraphs, check_graphs
+from dspark.engine.graphs import check_graphs
 from dspark.engine.static_draft import StaticDraft
 from dspark.engine.schedule import StepCostTable
 from dspark.engine.static_target import StaticTarget
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 from dspark.testbed.successor_pair import EOS_ID, build_pair
+from eager_graphs import EagerReplay
 from static_agreement import static_target_differences
 
 
@@ -203,13 +204,6 @@ def test_measured_round_costs_cover_every_verify_width_per_batch_size_and_never_
                                        for p in PROMPTS[:3]]
 
 
-class _EagerReplay(RoundGraphs):
-    """The graph wrapper with capture replaced by the step itself: everything but CUDA capture/replay runs."""
-
-    def _record(self, step):
-        return step
-
-
 def test_padded_batches_round_up_to_the_next_power_of_two_up_to_max_batch():
     # a level of 128 requests on a 256-row engine is timed (Algorithm 1's table) and run at 128 rows, not 256
     model, draft = build_pair()
@@ -226,7 +220,7 @@ def test_graph_wrapper_warm_up_and_replay_leave_generation_unchanged():
     model, draft = build_pair()
     target = Target(model, draft.config.target_layer_ids)
     engine = BatchEngine(target, draft, max_batch=3, max_length=64, pad_to_buckets=True)
-    engine.graphs = _EagerReplay(engine.round)
+    engine.graphs = EagerReplay(engine.round)
     config = GenerationConfig(max_new_tokens=20, eos_token_ids=(EOS_ID,))
     check_graphs(engine, PROMPTS, config)  # graphed (here: warmed-up, restored, replayed) == eager
     results = engine.generate(PROMPTS, config)
@@ -234,7 +228,7 @@ def test_graph_wrapper_warm_up_and_replay_leave_generation_unchanged():
     assert {key[0] for key in engine.graphs.graphs} == {"prefill", "propose", "verify"}
     assert {key[2] for key in engine.graphs.graphs if key[0] == "prefill"} == {64}  # prompts padded to 64 tokens
     warm = BatchEngine(target, draft, max_batch=2, max_length=300, pad_to_buckets=True)
-    warm.graphs = _EagerReplay(warm.round)
+    warm.graphs = EagerReplay(warm.round)
     # buckets 1 2 × windows 256 304 × (propose under 3 rules + 5 verify widths), + prefills: buckets 1 2 × widths
     # 64 128 256 304
     assert warm.warm_up() == len(warm.graphs.graphs) == 2 * 2 * (3 + 5) + 2 * 4
@@ -274,7 +268,7 @@ def test_graphed_prefill_caps_its_width_at_the_cache_and_runs_large_admissions_e
     model, draft = build_pair()
     target = Target(model, draft.config.target_layer_ids)
     engine = BatchEngine(target, draft, max_batch=4, max_length=300, pad_to_buckets=True)
-    engine.graphs = _EagerReplay(engine.round)
+    engine.graphs = EagerReplay(engine.round)
     long = [int(t) for t in torch.randint(0, 250, (280,), generator=torch.Generator().manual_seed(0))]
     assert engine._prefill_shape(1, 280) == (1, 304, True)  # 512 capped at the 304-position cache
     monkeypatch.setattr(batch_module, "PREFILL_GRAPH_TOKENS", 256)

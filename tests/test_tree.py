@@ -9,11 +9,11 @@ import torch
 
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.batch import BatchEngine
-from dspark.engine.graphs import RoundGraphs
 from dspark.engine.static_target import StaticTarget
 from dspark.engine.tree import TreeDrafts, TreeShape, accept_tree_greedy, accepted_path, build_tree
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 from dspark.testbed.successor_pair import EOS_ID, build_pair
+from eager_graphs import EagerReplay
 
 PROMPTS = [list(b"hello wor"), list(b"abc"), list(b"xyz 123 456 789"), list(b"The quick"), list(b"q")]
 
@@ -164,20 +164,13 @@ def test_a_tree_engine_refuses_sampling_scheduling_and_shapes_it_cannot_fill():
         BatchEngine(target, draft, max_batch=1, max_length=64, tree=TreeShape(8, 2), ragged=True)
 
 
-class _EagerReplay(RoundGraphs):
-    """The graph wrapper with capture replaced by the step itself: everything but CUDA capture/replay runs."""
-
-    def _record(self, step):
-        return step
-
-
 def test_a_warmed_up_tree_engine_captures_every_shape_within_both_caches_and_stays_lossless():
     # the tree's extra slots lengthen the target's cache; the draft's must follow, or a graphed prefill as wide as
     # the target's cache writes past the draft's (the H200's illegal memory access of the first tree run)
     model, draft = build_pair()
     target = Target(model, draft.config.target_layer_ids)
     engine = BatchEngine(target, draft, max_batch=2, max_length=40, pad_to_buckets=True, tree=TreeShape(14, 4))
-    engine.graphs = _EagerReplay(engine.round)
+    engine.graphs = EagerReplay(engine.round)
     assert engine.static_draft.max_length >= engine.static_target.max_length
     engine.warm_up()
     assert {key[2] for key in engine.graphs.graphs if key[0] == "verify"} == {1, 15}

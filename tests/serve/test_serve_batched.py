@@ -13,7 +13,6 @@ from test_serve_support import client, scrape, single_thread, tiny_served, value
 from dspark.config import GenerationConfig
 from dspark.engine.batch import BatchEngine
 from dspark.engine.generate import generate
-from dspark.engine.graphs import RoundGraphs
 from dspark.serve import batch_scheduler
 from dspark.serve.app import create_app, start_scheduler
 from dspark.serve.batch_scheduler import BatchScheduler
@@ -25,6 +24,7 @@ from dspark.serve.settings import ServeSettings
 from dspark.serve.spec_stats import SpecTally
 from dspark.testbed.random_pair import tiny_target
 from dspark.testbed.successor_pair import build_tokenizer
+from eager_graphs import EagerReplay
 
 ROWS = 3
 REQUESTS = [("first", 20, ()), ("Hello", 40, ()), ("abc 0", 30, ()), ("The quick", 25, ("uv",)), ("mn", 12, ()),
@@ -127,18 +127,11 @@ def test_a_target_the_batched_engine_cannot_run_keeps_the_batch1_worker_pool():
         pool.close()
 
 
-class _EagerGraphs(RoundGraphs):
-    """The CUDA-graph wrapper with capture replaced by the step itself (what a GPU engine runs, minus CUDA)."""
-
-    def _record(self, step):
-        return step
-
-
 def test_a_graphed_engine_captures_its_graphs_at_startup_and_serves_the_same_greedy_text(monkeypatch):
     class GraphedEngine(BatchEngine):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, pad_to_buckets=True, **kwargs)
-            self.graphs = _EagerGraphs(self.round)
+            self.graphs = EagerReplay(self.round)
 
     monkeypatch.setattr(batch_scheduler, "BatchEngine", GraphedEngine)
     served = tiny_served()
