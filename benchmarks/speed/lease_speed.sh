@@ -9,7 +9,8 @@
 #   bash benchmarks/speed/lease_speed.sh s3   # carry stage_c/dflash: the DFlash-mode twin (optional)
 #   DEADLINE=s METHODS=a,b bash benchmarks/speed/lease_speed.sh s4   # carry stage_b: part 3 + wheels; the benchmark
 #   bash benchmarks/speed/lease_speed.sh s5   # carry stage_t (held-out prompts as a JSONL with suites heldout-code /
-#       heldout-math): more tree shapes at batch 1 (TREE_SHAPES, nodes/beam) and held-out τ, chain against tree
+#       heldout-math; stage.sh builds it): more tree shapes at batch 1 (TREE_SHAPES, nodes/beam) and held-out τ, chain
+#       against tree, at HELDOUT_T (0 default; 0,1 adds sampled τ)
 # s4 and s5 take SPEED_VOCAB (--draft-vocab K), SPEED_PROMPTS (batch-1 requests, default 40), CONCURRENCY and
 # TREE_NODES / TREE_BEAM (the dspark-tree method's shape); s4 takes RESERVE (seconds the matrix leaves for the profile
 # and report; 0 with a short DEADLINE skips the profile); PROFILE_ARGS go to round_kernels.py on s1.
@@ -43,11 +44,11 @@ s5)
             --out "/root/tree-${shape%/*}-${shape#*/}" > "/root/tree-${shape%/*}-${shape#*/}.log" 2>&1 || true
         grep -a "dspark-tree\|plain  " "/root/tree-${shape%/*}-${shape#*/}.log" | head -4
     done
-    for nodes in 0 ${TREE_NODES:-23}; do  # held-out greedy τ on the GPU engine: the chain (0), then the tree
+    for nodes in 0 ${TREE_NODES:-23}; do  # held-out τ on the GPU engine (HELDOUT_T: 0, 1 or 0,1): chain (0), tree
         PYTHONPATH=src:/tmp/site python3 -m dspark.cli bench acceptance --target /root/dspark-bench/smollm2 \
-            --draft $DRAFT --prompts stage_t/heldout.jsonl --temperature 0 --max-new-tokens 256 --batch 8 \
-            --draft-vocab "${SPEED_VOCAB:-0}" --tree-nodes $nodes --tree-beam "${TREE_BEAM:-4}" --no-progress \
-            --out /root/heldout/tree-$nodes.json 2>&1 | grep -av -i warn | tail -n 6 || true
+            --draft $DRAFT --prompts stage_t/heldout.jsonl --temperature "${HELDOUT_T:-0}" --max-new-tokens 256 \
+            --draft-vocab "${SPEED_VOCAB:-0}" --tree-nodes $nodes --tree-beam "${TREE_BEAM:-4}" --batch 8 \
+            --no-progress --out /root/heldout/tree-$nodes.json 2>&1 | grep -av -i warn | tail -n 6 || true
     done
     mkdir -p $OUT && tar -C /root -cf $OUT/tree.tar heldout $(cd /root && ls -d tree-*) ;;
 *)

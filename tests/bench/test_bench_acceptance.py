@@ -96,8 +96,6 @@ def test_bad_settings_say_what_to_change():
         AcceptanceSettings(block_size=0)
     with pytest.raises(BenchError, match="--batch must be at least 1"):
         AcceptanceSettings(batch=0)
-    with pytest.raises(BenchError, match="tree verification is greedy"):
-        AcceptanceSettings((0.0, 1.0), tree_nodes=8)
     with pytest.raises(BenchError, match="whole block"):
         AcceptanceSettings((0.0,), tree_nodes=8, block_size=2)
 
@@ -111,6 +109,9 @@ def test_tree_rows_keep_every_prompt_token_and_accept_at_least_what_the_chain_ac
         assert (a.suite, a.prompts, a.new_tokens, a.prompt_tokens) == (b.suite, b.prompts, b.new_tokens,
                                                                        b.prompt_tokens)
         assert b.rounds <= a.rounds and b.mean_tau >= a.mean_tau
+    sampled = run_acceptance(target, draft, PROMPTS, AcceptanceSettings((1.0,), max_new_tokens=12, tree_nodes=8,
+                                                                        tree_beam=3))  # sampled trees run too
+    assert [r.new_tokens for r in sampled] == [r.new_tokens for r in tree] and all(r.rounds > 0 for r in sampled)
 
 
 def test_batched_greedy_rows_have_the_same_rounds_as_one_prompt_at_a_time(tiny_pair):

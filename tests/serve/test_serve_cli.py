@@ -57,8 +57,10 @@ def test_dry_run_describes_the_embedded_default(capsys):
         "draft": {"mode": default.draft.config.mode, "block_size": default.draft.config.block_size,
                   "num_speculative_tokens": default.num_spec_tokens,
                   "target_layer_ids": list(default.draft.config.target_layer_ids),
-                  "draft_vocab": default.draft.config.vocab_size},
+                  "draft_vocab": default.draft.config.vocab_size, "tree": None},
         "max_concurrency": 4, "api_key_required": False}
+    code, out, _ = dry_run(capsys, "--tree-nodes", "12", "--tree-beam", "3")
+    assert code == 0 and json.loads(out)["draft"]["tree"] == {"nodes": 12, "beam": 3}
 
 
 @pytest.mark.parametrize("flags, says", [
@@ -71,6 +73,8 @@ def test_dry_run_describes_the_embedded_default(capsys):
     (["--api-key", " "], "--api-key is empty"),
     (["--threads", "0"], "--threads must be >= 1"),
     (["--algorithm1", "--confidence-threshold", "0.3"], "choose one"),
+    (["--tree-nodes", "8", "--block-size", "3"], "whole block"),
+    (["--tree-nodes", "999"], "candidates"),
 ])
 def test_bad_flags_exit_2_with_one_clear_message(capsys, flags, says):
     code, out, err = dry_run(capsys, *flags)

@@ -32,7 +32,7 @@ class AcceptanceSettings:
     block_size: int | None = None  # drafts verified per round (None: the draft's own)
     confidence_threshold: float = 0.0  # 0: no confidence scheduling (the paper's Table 1 setting)
     batch: int = 1  # sequences decoded at once (1: the batch-1 engine, prompt by prompt)
-    tree_nodes: int = 0  # > 0: the batched engine verifies a tree of this many drafts per round (greedy only)
+    tree_nodes: int = 0  # > 0: the batched engine verifies a tree of this many drafts per round
     tree_beam: int = 4  # the tree's nodes kept per depth
 
     def __post_init__(self) -> None:
@@ -49,8 +49,6 @@ class AcceptanceSettings:
             raise BenchError("--batch must be at least 1 (1: one prompt at a time)")
         if self.tree_nodes < 0 or self.tree_beam < 1:
             raise BenchError("--tree-nodes must be >= 0 (0: the chain) and --tree-beam >= 1")
-        if self.tree_nodes and any(t > 0 for t in self.temperatures):
-            raise BenchError("tree verification is greedy: run --tree-nodes with --temperature 0")
         if self.tree_nodes and (self.block_size is not None or self.confidence_threshold > 0):
             raise BenchError("a tree verifies the draft's whole block: drop --block-size and --confidence-threshold")
 

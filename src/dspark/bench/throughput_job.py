@@ -214,10 +214,7 @@ def build_methods(models: ThroughputModels, settings: ThroughputSettings, names:
         elif name == "dspark-tree":
             engine = OurEngine(Target(models.model, models.draft.config.target_layer_ids), models.draft, max_length,
                                engine_kind, cuda_graphs, tree=tree or TreeShape())
-            method = our_method(name, engine, config)
-            if settings.temperature > 0:
-                method = replace(method, unavailable="tree verification is greedy only (temperature 0)")
-            methods.append(method)
+            methods.append(our_method(name, engine, config))
         elif name == "dflash-ref":
             methods.append(dflash_method(models.model, models.dflash_draft_path, work, models.eos_token_ids,
                                          settings.temperature, models.dtype))

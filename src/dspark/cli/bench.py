@@ -45,7 +45,7 @@ ACCEPTANCE_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                              "time, prompt i sampling with seed + i. On a GPU use 32 or more")),
     (("--tree-nodes",), dict(type=int, default=0, metavar="N",
                              help="verify a tree of N drafts per round instead of the block's chain (the batch "
-                                  "engine, greedy only: --temperature 0); default 0: the chain")),
+                                  "engine; greedy or sampled); default 0: the chain")),
     (("--tree-beam",), dict(type=int, default=4, metavar="K", help="the tree's nodes kept per depth (default 4)")),
     (("--top-p",), dict(type=float, default=1.0)),
     (("--top-k",), dict(type=int, default=0)),

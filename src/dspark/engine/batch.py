@@ -45,7 +45,7 @@ class BatchEngine:
         it reads one host value per verify, so it runs eagerly (without CUDA graphs). Default: a rectangle of the
         round's widest row (graph-safe). Which is faster depends on the target: ragged pays where the projections
         and MLP outweigh attention over the rectangle (benchmarks/results/cpu_ragged/). `tree`: verify a tree of
-        drafts per row instead of the block's chain (tree.py; greedy only, no scheduling rule, not ragged)."""
+        drafts per row instead of the block's chain (tree.py; greedy or sampled, no scheduling rule, not ragged)."""
         if max_batch < 1 or max_length < 2:
             raise ValueError("max_batch must be >= 1 and max_length >= 2")
         if tree is not None:

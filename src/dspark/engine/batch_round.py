@@ -8,9 +8,9 @@ target over [anchor, d_0 … d_{t−2}] at width t, accepts (greedy or rejection
 the verified features (on CUDA on a second stream, beside acceptance) and advances start / budget / anchor, writing
 [accepted, L, committed tokens …] into `packed` for the host to read in one sync (`packed_reader` queues that copy, so
 steps queued after it run on). With a tree shape (tree.py) `propose` builds each row's tree and `verify` runs the
-whole tree, accepts its deepest matching path and moves that path's keys/values behind the anchor. Steps take only
-ints, so CUDA graphs can capture them (see graphs.py). Host-side bookkeeping (EOS, admission, results) lives in
-batch_session.py.
+whole tree, accepts its deepest path that matches the target's own choices (argmax, or a draw after every slot when
+sampling) and moves that path's keys/values behind the anchor. Steps take only ints, so CUDA graphs can capture them
+(see graphs.py; greedy rounds only). Host-side bookkeeping (EOS, admission, results) lives in batch_session.py.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from dspark.engine.batch_schedule import Scheduling, scheduled_lengths
 from dspark.engine.sampling import processed_probs, sample
 from dspark.engine.static_draft import StaticDraft
 from dspark.engine.static_target import StaticTarget
-from dspark.engine.tree import TreeDrafts, TreeShape, accept_tree_greedy, accepted_path, build_tree
+from dspark.engine.tree import TreeDrafts, TreeShape, accept_tree, accepted_path, build_tree
 
 
 class BatchRound:
@@ -77,12 +77,11 @@ class BatchRound:
               scheduling: Scheduling = Scheduling(), calibration: torch.Tensor | None = None) -> None:
         """Settings of one session (or generate call): sampling config, drafts per round (≤ the draft's), the RNG,
         the scheduling rule and the confidence calibration, copied into buffers the captured steps read."""
-        if self.tree is not None and (not config.greedy or scheduling.rule != "none" or gamma != self.gamma_max):
-            raise ValueError("tree verification is greedy, verifies the whole tree and drafts the draft's full block: "
-                             "use temperature 0, no scheduling rule and the draft's own block_size, or an engine "
-                             "without a tree")
+        if self.tree is not None and (scheduling.rule != "none" or gamma != self.gamma_max):
+            raise ValueError("tree verification verifies the whole tree and drafts the draft's full block: use no "
+                             "scheduling rule and the draft's own block_size, or an engine without a tree")
         self.config, self.gamma, self.generator = config, gamma, generator
-        if not config.greedy and self.gamma_max and self.probs is None:
+        if not config.greedy and self.gamma_max and self.probs is None and self.tree is None:
             vocab = self.target.target.vocab_size
             self.probs = torch.zeros(self.max_batch, self.gamma_max, vocab, device=self.target.device)
         has_confidence = self.draft is not None and self.draft.draft.confidence_head is not None
@@ -214,12 +213,17 @@ class BatchRound:
         self.width.copy_(lengths.max() + 1)
 
     def _verify_tree(self, b: int, window: int | None) -> None:
-        """The tree verify: every slot of rows 0 … b−1's trees in one target pass, the deepest matching path
-        accepted, its keys/values moved behind the anchor and its features extending the draft."""
+        """The tree verify: every slot of rows 0 … b−1's trees in one target pass, the deepest path matching the
+        target's choices (greedy or sampled) accepted, its keys/values moved behind the anchor and its features
+        extending the draft."""
         anchor, start, lengths, g = self.anchor[:b], self.start[:b], self.lengths[:b], self.gamma_max
         tree = self.trees.rows(b)
         logits, features = self.target.forward(tree.tokens, start, window=window, tree=tree)  # [b, T, V], [b, T, F]
-        accepted, bonus, best = accept_tree_greedy(tree, lengths, logits)  # [b] each
+        if self.config.greedy:
+            choice = logits.argmax(-1)  # [b, T] the target's next token after each slot
+        else:  # its own draw after each slot, independently (tree.py: the committed path is the target's sample)
+            choice = sample(processed_probs(logits, self.config), self.generator)  # [b, T]
+        accepted, bonus, best = accept_tree(tree, lengths, choice)  # [b] each
         path = accepted_path(tree, best, g)  # [b, γ] slots by depth
         self.target.keep_path(start, path)
         if self.extend_stream is not None:

@@ -8,10 +8,15 @@ under ancestors). Slot 0 of a tree is the anchor; nodes follow in depth order, s
 slot. The target verifies all slots in one pass, each slot attending to the context and to its own ancestors
 (`TreeDrafts.visible`), at rotary position start + depth. Acceptance is greedy: a node is good when its token is the
 target's choice at its parent; the deepest node whose ancestors are all good ends the accepted path, and the target's
-choice there is the bonus token. Any tree gives the target's own greedy output, so the shape is a speed choice only.
+choice there is the bonus token. Greedy, the choice is the target's argmax, and any tree gives the target's own greedy
+output, so the shape is a speed choice only. Sampling, the target draws its choice after every slot, independently,
+from its processed distribution there; the walk is the same. The committed tokens are then x_0 ~ p(·|context), x_1 ~
+p(·|context, x_0), … — each the target's own draw given the path so far (draws at slots off the path are discarded,
+and they are independent of the ones kept) — so outputs are distributed exactly as the target's samples. This is
+recursive rejection sampling with point-mass proposals (a node's children are the draft's top choices, not samples
+from it): a node's children are accepted with total probability Σ p(child).
 
-What it does not do: sampling (a sampled tree needs multi-draft rejection sampling), DFlash-mode drafts (no Markov
-head to branch on), the cache moves after acceptance (static_target.keep_path) or running the target.
+What it does not do: DFlash-mode drafts (no Markov head to branch on), the cache moves after acceptance (static_target.keep_path) or running the target.
 """
 from __future__ import annotations
 
@@ -167,11 +172,11 @@ def ancestor_slots(tree: TreeDrafts) -> torch.Tensor:
     return table[:, :, :slots]
 
 
-def accept_tree_greedy(tree: TreeDrafts, lengths: torch.Tensor,
-                       target_logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """tree (T slots), lengths [B] (the most drafts a row may accept), target_logits [B, T, V] -> accepted [B],
-    bonus [B] and the accepted path's last slot [B] (0: only the anchor)."""
-    choice = target_logits.argmax(-1)  # [B, T] the target's next token after each slot
+def accept_tree(tree: TreeDrafts, lengths: torch.Tensor,
+                choice: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """tree (T slots), lengths [B] (the most drafts a row may accept), choice [B, T] (the target's token after each
+    slot: its argmax, or a sample from its processed distribution there) -> accepted [B], bonus [B] and the accepted
+    path's last slot [B] (0: only the anchor)."""
     good = (tree.tokens == choice.gather(1, tree.parent)) & (tree.depth <= lengths[:, None])  # [B, T]
     good[:, 0] = True
     path_ok = ~(tree.visible & ~good[:, None, :]).any(-1)  # [B, T] every slot it sees is good

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from dspark.bench.round_profile import round_cost_table
 from dspark.engine.schedule import StepCostTable
+from dspark.engine.tree import TreeShape
 from dspark.serve.auth import BearerAuth
 from dspark.serve.batch_scheduler import BatchScheduler, batching_supported
 from dspark.serve.errors import APIError, install_error_handlers, validation_error
@@ -51,8 +52,27 @@ def start_scheduler(served: ServedModel, settings: ServeSettings,
         _require_confidence_head(served)
     if batching_supported(served):
         return BatchScheduler(served, settings.max_concurrency, settings.max_queue, metrics.set_queue,
-                              algorithm1=settings.algorithm1)
+                              algorithm1=settings.algorithm1, tree=tree_shape(served, settings))
     return WorkerPool(served.new_target, settings.max_concurrency, settings.max_queue, metrics.set_queue)
+
+
+def tree_shape(served: ServedModel, settings: ServeSettings) -> TreeShape | None:
+    """--tree-nodes / --tree-beam as the batched engine's TreeShape (None: the chain), refused here, before the server
+    starts, when the served pair cannot verify trees."""
+    if not settings.tree_nodes:
+        return None
+    if served.draft is None or served.draft.markov_head is None:
+        raise ServeSetupError("--tree-nodes branches on the draft's Markov head; serve a DSpark draft that has one "
+                              "(DFlash-mode drafts and plain decoding verify the chain)")
+    if not batching_supported(served):
+        raise ServeSetupError("--tree-nodes runs in the batched engine, which does not run this target "
+                              "(Llama / Qwen3 / Qwen2 / Mistral do); leave --tree-nodes out")
+    shape = TreeShape(settings.tree_nodes, settings.tree_beam)
+    try:
+        shape.check(served.draft.config.num_draft_tokens)
+    except ValueError as exc:
+        raise ServeSetupError(f"--tree-nodes / --tree-beam: {exc}") from None
+    return shape
 
 
 def batch1_round_costs(served: ServedModel, settings: ServeSettings) -> StepCostTable | None:
@@ -109,6 +129,7 @@ def create_app(served: ServedModel, settings: ServeSettings = ServeSettings()) -
     spec_tokens = spec_tokens_per_round(served, settings)
     if settings.algorithm1:
         _require_confidence_head(served)  # refused before the server starts, as every other setup error
+    tree_shape(served, settings)  # likewise
     metrics = ServerMetrics(served.name, spec_tokens)
 
     @asynccontextmanager

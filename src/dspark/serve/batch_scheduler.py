@@ -27,6 +27,7 @@ from dspark.engine.batch import BatchEngine
 from dspark.engine.batch_schedule import Scheduling
 from dspark.engine.batch_session import BatchSession
 from dspark.engine.static_target import is_supported
+from dspark.engine.tree import TreeShape
 from dspark.serve.generation_job import GenerationJob, TokenSink
 from dspark.serve.model_source import ServedModel
 from dspark.serve.scheduler import JobCounts
@@ -47,13 +48,16 @@ def sampling_key(config: GenerationConfig) -> GenerationConfig:
 
 class BatchScheduler(JobCounts):
     def __init__(self, served: ServedModel, max_batch: int, max_queue: int,
-                 on_change: Callable[[int, int], None] = lambda waiting, running: None, algorithm1: bool = False):
+                 on_change: Callable[[int, int], None] = lambda waiting, running: None, algorithm1: bool = False,
+                 tree: TreeShape | None = None):
         """`algorithm1`: every session schedules with the paper's Algorithm 1 on round-cost tables measured here,
-        once, before the engine thread starts (else the config's threshold rule, or none)."""
+        once, before the engine thread starts (else the config's threshold rule, or none). `tree`: every round
+        verifies a tree of drafts per row instead of the block's chain."""
         if max_batch < 1 or max_queue < 1:
             raise ValueError("a batched scheduler needs at least one row and room for one queued job")
         gamma = served.draft.config.num_draft_tokens if served.draft is not None else 0
-        self.engine = BatchEngine(served.new_target(), served.draft, max_batch, served.context_length + gamma + 1)
+        self.engine = BatchEngine(served.new_target(), served.draft, max_batch, served.context_length + gamma + 1,
+                                  tree=tree)
         if self.engine.graphs is not None:  # capture now, not during the first requests of each shape
             log.info("capturing CUDA graphs for up to %d rows and %d positions", max_batch, served.context_length)
             log.info("captured %d CUDA graphs", self.engine.warm_up())

@@ -22,6 +22,8 @@ class ServeSettings:
     block_size: int | None = None  # drafts verified per round at most (None: the draft's own; 0: no drafting)
     confidence_threshold: float = 0.0  # cut a block at the first slot whose confidence is below this
     algorithm1: bool = False  # schedule blocks with the paper's Algorithm 1 on round costs measured at startup
+    tree_nodes: int = 0  # > 0: verify a tree of this many drafts per round (engine/tree.py; the batched engine)
+    tree_beam: int = 4  # the tree's nodes kept per depth
     spec_metrics: str = "summary"  # per-request `metrics.speculative_decoding`: none | summary | detailed
     default_completion_tokens: int = 16  # /v1/completions max_tokens when the request leaves it out (OpenAI's)
     max_request_bytes: int = 8 * 1024 * 1024
@@ -43,6 +45,11 @@ class ServeSettings:
             raise ServeSetupError("--confidence-threshold must be in [0, 1]")
         if self.algorithm1 and self.confidence_threshold > 0:
             raise ServeSetupError("--algorithm1 and --confidence-threshold are two block schedulers; choose one")
+        if self.tree_nodes < 0 or self.tree_beam < 1:
+            raise ServeSetupError("--tree-nodes must be >= 0 (0: the block's chain) and --tree-beam >= 1")
+        if self.tree_nodes and (self.block_size is not None or self.confidence_threshold > 0 or self.algorithm1):
+            raise ServeSetupError("a tree verifies the draft's whole block every round: drop --block-size, "
+                                  "--confidence-threshold and --algorithm1, or --tree-nodes")
         if self.spec_metrics not in SPEC_METRICS_LEVELS:
             raise ServeSetupError(f"--per-request-spec-metrics must be one of {', '.join(SPEC_METRICS_LEVELS)}")
         if self.default_completion_tokens < 1 or self.max_request_bytes < 1024:
