@@ -219,3 +219,26 @@ def test_a_tree_sampler_that_favours_the_drafts_is_caught(monkeypatch):
     monkeypatch.setattr(batch_round, "accept_tree", first_child_always)
     counts, expected, _ = _tree_sampling_counts(1000, 6, 2)
     assert chi_square_excess(counts, expected, 1000) > 0
+
+
+def test_a_row_moved_into_a_finished_rows_place_takes_its_drafted_tree_along():
+    # padded buckets keep the block drafted ahead when a row ends and a later row moves into its place; the moved
+    # row must verify its own tree (whose slot 0 is its own anchor), not the finished row's
+    model, draft = build_pair()
+    target = Target(model, draft.config.target_layer_ids)
+    engine = BatchEngine(target, draft, max_batch=4, max_length=96, pad_to_buckets=True, tree=TreeShape(12, 3))
+    prompts = PROMPTS[:4]
+    config = GenerationConfig(max_new_tokens=40, eos_token_ids=(EOS_ID,))
+    session = engine.open(config)
+    for i, (prompt, budget) in enumerate(zip(prompts, (6, 40, 40, 40))):  # row 0 ends first; row 3 moves to 0
+        session.add(i, prompt, budget)
+    moves = []
+    move = engine.round.move
+    engine.round.move = lambda source, destination: (moves.append((source, destination)), move(source, destination))
+    while not session.idle:
+        session.step()
+    results = [session.release(i) for i in range(4)]
+    assert moves  # the case under test happened
+    for prompt, budget, result in zip(prompts, (6, 40, 40, 40), results):
+        plain = generate(target, None, prompt, GenerationConfig(max_new_tokens=budget, eos_token_ids=(EOS_ID,)))
+        assert result.tokens == plain.tokens

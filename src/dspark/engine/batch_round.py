@@ -148,13 +148,15 @@ class BatchRound:
         self.start[slot] = 0
 
     def move(self, source: int, destination: int) -> None:
-        """Move a live row to another slot (compaction): caches, state and its drafted block (so a block drafted
-        before the move stays valid)."""
+        """Move a live row to another slot (compaction): caches, state and its drafted block or tree (so a block
+        drafted before the move stays valid)."""
         self.target.copy_row(source, destination)
         if self.draft is not None:
             self.draft.copy_row(source, destination)
         buffers = [self.anchor, self.start, self.budget, self.active, self.drafts, self.confidence, self.lengths]
-        for buffer in buffers + ([self.probs] if self.probs is not None else []):
+        buffers += [self.probs] if self.probs is not None else []
+        buffers += list(self.trees.parts) if self.tree is not None else []  # its tree: slot 0 is its own anchor
+        for buffer in buffers:
             buffer[destination] = buffer[source]
         self.retire(source)
 
