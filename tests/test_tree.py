@@ -242,3 +242,21 @@ def test_a_row_moved_into_a_finished_rows_place_takes_its_drafted_tree_along():
     for prompt, budget, result in zip(prompts, (6, 40, 40, 40), results):
         plain = generate(target, None, prompt, GenerationConfig(max_new_tokens=budget, eos_token_ids=(EOS_ID,)))
         assert result.tokens == plain.tokens
+
+
+def test_a_tree_shape_with_max_rows_verifies_chains_above_it_and_stays_lossless():
+    model, draft = build_pair()
+    target = Target(model, draft.config.target_layer_ids)
+    engine = BatchEngine(target, draft, max_batch=3, max_length=96, tree=TreeShape(12, 3, max_rows=1))
+    kinds = []
+    tree_verify, uses_tree = engine.round._verify_tree, engine.round.uses_tree
+    engine.round._verify_tree = lambda b, window: (kinds.append(("tree", b)), tree_verify(b, window))[1]
+    config = GenerationConfig(max_new_tokens=30, eos_token_ids=(EOS_ID,))
+    results = engine.generate(PROMPTS, config)  # 5 prompts on 3 rows: rounds of 3, 2 and finally 1 row
+    assert [r.tokens for r in results] == [generate(target, None, p, config).tokens for p in PROMPTS]
+    assert kinds and all(b == 1 for _, b in kinds)  # trees only at one row
+    assert uses_tree(1) and not uses_tree(2)
+    sampled = engine.generate(PROMPTS, GenerationConfig(max_new_tokens=12, temperature=1.0, seed=0))
+    assert all(len(r.tokens) == 12 for r in sampled)  # sampled chain rounds (draft probabilities) and tree rounds
+    with pytest.raises(ValueError, match="max_rows"):
+        TreeShape(12, 3, max_rows=0)

@@ -59,8 +59,8 @@ def test_dry_run_describes_the_embedded_default(capsys):
                   "target_layer_ids": list(default.draft.config.target_layer_ids),
                   "draft_vocab": default.draft.config.vocab_size, "tree": None},
         "max_concurrency": 4, "api_key_required": False}
-    code, out, _ = dry_run(capsys, "--tree-nodes", "12", "--tree-beam", "3")
-    assert code == 0 and json.loads(out)["draft"]["tree"] == {"nodes": 12, "beam": 3}
+    code, out, _ = dry_run(capsys, "--tree-nodes", "12", "--tree-beam", "3", "--tree-max-rows", "2")
+    assert code == 0 and json.loads(out)["draft"]["tree"] == {"nodes": 12, "beam": 3, "max_rows": 2}
 
 
 @pytest.mark.parametrize("flags, says", [

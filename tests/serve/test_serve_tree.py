@@ -7,6 +7,7 @@ import pytest
 from test_serve_batched import batch1
 from test_serve_support import client, tiny_served
 
+from dspark.engine.tree import TreeShape
 from dspark.serve.app import create_app
 from dspark.serve.batch_scheduler import BatchScheduler
 from dspark.serve.model_source import ServeSetupError, served_model
@@ -20,10 +21,10 @@ PROMPTS = [("Hello", 30), ("abc 0", 20), ("The quick", 25)]
 
 def test_a_tree_serving_scheduler_keeps_greedy_text_equal_to_batch1_and_serves_sampled_requests():
     served = tiny_served()
-    app = create_app(served, ServeSettings(port=0, max_concurrency=2, tree_nodes=8, tree_beam=2))
+    app = create_app(served, ServeSettings(port=0, max_concurrency=2, tree_nodes=8, tree_beam=2, tree_max_rows=1))
     with BackgroundServer(app) as url:
         scheduler = app.state.pool
-        assert isinstance(scheduler, BatchScheduler) and scheduler.engine.round.tree.nodes == 8
+        assert isinstance(scheduler, BatchScheduler) and scheduler.engine.round.tree == TreeShape(8, 2, max_rows=1)
         api = client(url)
         for prompt, max_tokens in PROMPTS:
             text = api.completions.create(model=served.name, prompt=prompt, max_tokens=max_tokens,
@@ -40,6 +41,8 @@ def test_tree_settings_that_cannot_verify_a_tree_are_refused_before_serving():
         ServeSettings(tree_nodes=8, block_size=3)
     with pytest.raises(ServeSetupError, match="--tree-beam >= 1"):
         ServeSettings(tree_nodes=8, tree_beam=0)
+    with pytest.raises(ServeSetupError, match="--tree-max-rows >= 0"):
+        ServeSettings(tree_nodes=8, tree_max_rows=-1)
     with pytest.raises(ServeSetupError, match="candidates"):
         create_app(tiny_served(), ServeSettings(port=0, tree_nodes=500, tree_beam=2))
     no_draft = served_model(tiny_target("qwen3", vocab_size=260, num_layers=2), build_tokenizer(), None, "plain")

@@ -245,6 +245,7 @@ class ThroughputRequest:
     draft_vocab: int = 0  # K > 0: the DSpark draft scores only the K most frequent tokens (FR-Spec); 0: all
     tree_nodes: int = 23  # dspark-tree: drafted nodes per tree
     tree_beam: int = 4  # dspark-tree: nodes kept per depth
+    tree_max_rows: int = 0  # dspark-tree: rounds over more rows verify the chain (0: trees at every level)
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_SHAPES:
@@ -284,7 +285,7 @@ def measure_throughput(request: ThroughputRequest, models: ThroughputModels, pro
     settings = request.settings
     methods, costs = build_methods(models, settings, request.methods, request.schedulers, request.engine, work,
                                    max(len(p) for p in prompts), cuda_graphs, request.verify,
-                                   TreeShape(request.tree_nodes, request.tree_beam))
+                                   TreeShape(request.tree_nodes, request.tree_beam, request.tree_max_rows or None))
     rows = run_matrix(methods, prompts, settings, suite.name, sync=cuda_sync(models.device), progress=progress)
     return BenchResult(
         run=collect_run_info(request.command, models.device), target=str(request.target), draft=request.draft,
@@ -293,5 +294,6 @@ def measure_throughput(request: ThroughputRequest, models: ThroughputModels, pro
                   "prompts_skipped": skipped, "distinct_prompts": len(prompts),
                   "eos_token_ids": list(models.eos_token_ids), "chat_template": request.chat_template,
                   "draft_vocab": request.draft_vocab, "tree_nodes": request.tree_nodes, "tree_beam": request.tree_beam,
+                  "tree_max_rows": request.tree_max_rows,
                   "step_costs": costs.as_dict() if costs is not None else None},
         suites=(suite,), throughput=rows)

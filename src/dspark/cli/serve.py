@@ -17,7 +17,7 @@ examples:
   dspark serve                                   # the embedded default model, http://127.0.0.1:8000/v1
   dspark serve --target ./Qwen3-8B --draft ./qwen3-8b-dspark --port 8001 --api-key secret
   dspark serve --dry-run --json                  # load and check the pair, print what would be served
-  dspark serve --device cuda --dtype bfloat16 --tree-nodes 31 --tree-beam 8   # tree verification (batch 1 on a GPU)
+  dspark serve --device cuda --dtype bfloat16 --tree-nodes 31 --tree-beam 8 --tree-max-rows 2   # trees at 1-2 rows
   dspark monitor http://127.0.0.1:8000           # watch τ live
 """
 
@@ -58,6 +58,9 @@ def register(parser: argparse.ArgumentParser) -> None:
                              "chain. On a GPU at batch 1, 31 nodes with --tree-beam 8 decode fastest")
     engine.add_argument("--tree-beam", type=int, default=4, metavar="K",
                         help="the tree's nodes kept per depth (default 4)")
+    engine.add_argument("--tree-max-rows", type=int, default=0, metavar="R",
+                        help="rounds over more than R rows verify the block's chain instead of trees (on the H200 "
+                             "with SmolLM2 trees win at 1 row, the chain from 4); default 0: trees at every batch size")
     engine.add_argument("--per-request-spec-metrics", default="summary", choices=("none", "summary", "detailed"),
                         help="metrics.speculative_decoding in each response, as vLLM's flag (default summary)")
     engine.add_argument("--threads", type=int,
@@ -78,7 +81,8 @@ def _describe(served, settings) -> dict:
         draft = {"mode": cfg.mode, "block_size": cfg.block_size, "num_speculative_tokens":
                  spec_tokens_per_round(served, settings), "target_layer_ids": list(cfg.target_layer_ids),
                  "draft_vocab": cfg.vocab_size if vocab is None else len(vocab.token_ids),
-                 "tree": {"nodes": settings.tree_nodes, "beam": settings.tree_beam} if settings.tree_nodes else None}
+                 "tree": {"nodes": settings.tree_nodes, "beam": settings.tree_beam,
+                          "max_rows": settings.tree_max_rows or None} if settings.tree_nodes else None}
     return {"model": served.name, "url": f"http://{settings.host}:{settings.port}", "context_length":
             served.context_length, "draft": draft, "max_concurrency": settings.max_concurrency,
             "api_key_required": settings.api_key is not None}
@@ -98,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
             host=args.host, port=args.port, api_key=args.api_key, max_concurrency=args.max_concurrency,
             max_queue=args.max_queue, max_model_len=args.max_model_len, block_size=args.block_size,
             confidence_threshold=args.confidence_threshold, algorithm1=args.algorithm1,
-            tree_nodes=args.tree_nodes, tree_beam=args.tree_beam, spec_metrics=args.per_request_spec_metrics)
+            tree_nodes=args.tree_nodes, tree_beam=args.tree_beam, tree_max_rows=args.tree_max_rows,
+            spec_metrics=args.per_request_spec_metrics)
         if args.threads is not None and args.threads < 1:
             raise ValueError("--threads must be >= 1")
         from transformers.utils import logging as hf_logging

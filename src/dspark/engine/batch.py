@@ -9,7 +9,7 @@ committed …] of every row (a ragged verify, which runs eagerly, reads its slot
 applies EOS (an accepted EOS ends the row; later tokens are dropped), the max_new_tokens budget, and continuous
 batching: a finished row's slot takes the next prompt (prefilled eagerly), or the last live row moves into it so
 the live rows stay 0 … n−1. With a `TreeShape` each round verifies a tree of drafts per row instead of the block's
-chain (greedy). With drafting off the same loop is plain decoding (L = 0, T = 1). Results and τ stats
+chain (up to its max_rows rows; greedy or sampled). With drafting off the same loop is plain decoding (L = 0, T = 1). Results and τ stats
 are the batch-1 engine's types. Lossless: greedy output equals the target's own greedy decoding per prompt.
 """
 from __future__ import annotations
@@ -45,7 +45,8 @@ class BatchEngine:
         it reads one host value per verify, so it runs eagerly (without CUDA graphs). Default: a rectangle of the
         round's widest row (graph-safe). Which is faster depends on the target: ragged pays where the projections
         and MLP outweigh attention over the rectangle (benchmarks/results/cpu_ragged/). `tree`: verify a tree of
-        drafts per row instead of the block's chain (tree.py; greedy or sampled, no scheduling rule, not ragged)."""
+        drafts per row instead of the block's chain (tree.py; greedy or sampled, no scheduling rule, not ragged;
+        rounds over more than tree.max_rows rows verify the chain)."""
         if max_batch < 1 or max_length < 2:
             raise ValueError("max_batch must be >= 1 and max_length >= 2")
         if tree is not None:
@@ -213,7 +214,7 @@ class BatchEngine:
                     self._propose(b, window)
                     shapes += 1
                 self.round.rule = "none"
-                tree = self.round.tree is not None
+                tree = self.round.uses_tree(b)
                 for t in (1, self.round.verify_span) if tree else range(1, self.round.gamma_max + 2):
                     self._verify(b, t, window)
                     shapes += 1

@@ -81,7 +81,8 @@ class BatchRound:
             raise ValueError("tree verification verifies the whole tree and drafts the draft's full block: use no "
                              "scheduling rule and the draft's own block_size, or an engine without a tree")
         self.config, self.gamma, self.generator = config, gamma, generator
-        if not config.greedy and self.gamma_max and self.probs is None and self.tree is None:
+        chain_rounds = self.tree is None or self.tree.max_rows is not None  # rounds that verify the block's chain
+        if not config.greedy and self.gamma_max and self.probs is None and chain_rounds:
             vocab = self.target.target.vocab_size
             self.probs = torch.zeros(self.max_batch, self.gamma_max, vocab, device=self.target.device)
         has_confidence = self.draft is not None and self.draft.draft.confidence_head is not None
@@ -97,6 +98,10 @@ class BatchRound:
             self.temperatures[: len(calibration)] = calibration.to(self.temperatures)[: self.gamma_max]
         self.threshold.fill_(config.confidence_threshold)
         self.lengths.zero_()
+
+    def uses_tree(self, b: int) -> bool:
+        """Whether a round over rows 0 … b−1 verifies trees (a tree shape whose max_rows admits b), else chains."""
+        return self.tree is not None and self.tree.serves(b)
 
     @property
     def schedule_key(self) -> tuple[str, int]:
@@ -183,8 +188,8 @@ class BatchRound:
     def propose(self, b: int, window: int | None = None) -> None:
         """Draft a block for rows 0 … b−1 into drafts / probs / confidence (attending to positions < window), then
         decide how many drafts each row verifies (`schedule`). With a tree shape: the rows' trees, of which a row
-        accepts at most `lengths` nodes."""
-        if self.tree is not None:
+        accepts at most `lengths` nodes (when the shape serves b rows)."""
+        if self.uses_tree(b):
             hidden = self.draft.block_states(self.anchor[:b], self.start[:b], None, window)  # [b, γ, d]
             tree = build_tree(self.draft.draft, hidden, self.anchor[:b], self.tree)
             for buffer, value in zip(self.trees.rows(b).parts, tree.parts):
@@ -256,7 +261,7 @@ class BatchRound:
         draft, advance the rows. Ragged: the target computes only each row's anchor and its `lengths` drafts (finding
         them reads one host value, so a ragged verify runs eagerly). A tree engine verifies its trees (t is then
         the tree's width)."""
-        if self.tree is not None and t > 1:
+        if self.uses_tree(b) and t > 1:
             self._verify_tree(b, window)
             return
         anchor, start, lengths = self.anchor[:b], self.start[:b], self.lengths[:b]

@@ -210,7 +210,7 @@ class BatchSession:
             t = int(engine.round.width)  # the scheduled width (one small extra sync)
         else:
             t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in rows) - 1) + 1
-            if t > 1 and engine.round.tree is not None:
+            if t > 1 and engine.round.uses_tree(b):
                 t = engine.round.verify_span  # the whole tree (a row accepts at most its budget)
         engine._verify(b, t, window)
         read = engine.round.packed_reader(n, t)

@@ -16,7 +16,8 @@ and they are independent of the ones kept) — so outputs are distributed exactl
 recursive rejection sampling with point-mass proposals (a node's children are the draft's top choices, not samples
 from it): a node's children are accepted with total probability Σ p(child).
 
-What it does not do: DFlash-mode drafts (no Markov head to branch on), the cache moves after acceptance (static_target.keep_path) or running the target.
+What it does not do: DFlash-mode drafts (no Markov head to branch on), the cache moves after acceptance
+(static_target.keep_path) or running the target.
 """
 from __future__ import annotations
 
@@ -30,14 +31,23 @@ from dspark.model.draft import DSparkDraft
 
 @dataclass(frozen=True)
 class TreeShape:
-    """`nodes` drafted nodes per tree (the verify width is nodes + 1: the anchor), `beam` nodes kept per depth."""
+    """`nodes` drafted nodes per tree (the verify width is nodes + 1: the anchor), `beam` nodes kept per depth.
+    `max_rows`: rounds over more rows than this verify the block's chain instead (a tree's extra slots are nearly
+    free at a row or two, not at 16; None: trees at every batch size)."""
 
     nodes: int = 23
     beam: int = 4
+    max_rows: int | None = None
 
     def __post_init__(self) -> None:
         if self.beam < 1 or self.nodes < 1:
             raise ValueError(f"a tree needs nodes >= 1 and beam >= 1, got nodes={self.nodes}, beam={self.beam}")
+        if self.max_rows is not None and self.max_rows < 1:
+            raise ValueError(f"max_rows must be >= 1 (or None: trees at every batch size), got {self.max_rows}")
+
+    def serves(self, rows: int) -> bool:
+        """Whether a round over `rows` rows (a bucket's, padding included) verifies trees."""
+        return self.max_rows is None or rows <= self.max_rows
 
     def check(self, depth: int) -> None:
         """Refuse a shape the block cannot fill: more nodes than `depth` × beam candidates."""
