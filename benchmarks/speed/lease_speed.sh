@@ -12,7 +12,7 @@
 #       heldout-math; stage.sh builds it): more tree shapes at batch 1 (TREE_SHAPES, nodes/beam) and held-out τ, chain
 #       against tree, at HELDOUT_T (0 default; 0,1 adds sampled τ)
 # s4 and s5 take SPEED_VOCAB (--draft-vocab K), SPEED_PROMPTS (batch-1 requests, default 40), CONCURRENCY and
-# TREE_NODES / TREE_BEAM (the dspark-tree method's shape); s4 takes WAVES / REPEATS (--waves, --repeats) and RESERVE
+# TREE_NODES / TREE_BEAM (the dspark-tree method's shape); s4 takes TREE_MAX_ROWS, WAVES / REPEATS and RESERVE
 #   (seconds the matrix leaves for the profile and report; 0 with a short DEADLINE skips the profile); PROFILE_ARGS
 #   go to round_kernels.py on s1.
 #
@@ -34,7 +34,7 @@ s4)
         --methods "${METHODS:-plain,dspark,hf-static}" --deadline "${DEADLINE:-450}" --method-budget 30 \
         --draft-vocab "${SPEED_VOCAB:-0}" --num-prompts "${SPEED_PROMPTS:-40}" --concurrency "${CONCURRENCY:-1,4,16,64}" \
         --tree-nodes "${TREE_NODES:-23}" --tree-beam "${TREE_BEAM:-4}" --reserve "${RESERVE:-60}" \
-        --waves "${WAVES:-2}" --repeats "${REPEATS:-1}" \
+        --waves "${WAVES:-2}" --repeats "${REPEATS:-1}" --tree-max-rows "${TREE_MAX_ROWS:-0}" \
         --out /root/speed 2>&1 | tee /root/speed.log || true   # whatever happened, the files below come back
     mkdir -p $OUT /root/speed && cp /root/speed.log /root/speed/ && tar -C /root -cf $OUT/speed.tar speed ;;
 s5)
