@@ -12,7 +12,8 @@
    full ids, and the engines with a restricted draft stay lossless and accept what the eager loop accepts.
 6. A tree verify through the kernels: attention under the slot mask and RoPE by depth equal the torch ops, and a tree
    engine equals the target's greedy decoding and accepts what it accepts on the torch ops; the tree's beam through
-   tree_kernel builds the torch ops' tree.
+   tree_kernel builds the torch ops' tree; its acceptance kernel returns the torch ops' accepted, bonus, path and
+   committed tokens.
 """
 from __future__ import annotations
 
@@ -212,6 +213,43 @@ def tree_build_agreement() -> dict[str, object]:
     return out
 
 
+def tree_accept_agreement() -> dict[str, object]:
+    """tree_kernel.accept against the torch ops (tree.accept_tree, tree.accepted_path, the committed tokens) on trees
+    the builder makes, with target choices that follow a random child most of the time (deep paths), budgets that
+    stop some paths, and trees of more slots than γ + 1."""
+    from dspark.engine import tree_kernel
+    from dspark.engine.tree import accept_tree, accepted_path, build_tree
+    from dspark.testbed.random_pair import draft_config_for, random_draft
+
+    model = tiny_target("llama", vocab_size=97, num_layers=2, seed=7)
+    draft = random_draft(draft_config_for(model, block_size=6), scale=3.0, seed=8)
+    draft.tie_embeddings(model.model.embed_tokens, model.lm_head)
+    gamma = draft.config.num_draft_tokens
+    generator = torch.Generator().manual_seed(9)
+    same, deepest = [], 0
+    for nodes, beam in ((6, 1), (12, 3), (20, 4)):
+        hidden = torch.randn(5, gamma, draft.config.hidden_size, generator=generator)
+        tree = build_tree(draft, hidden, torch.randint(97, (5,), generator=generator), TreeShape(nodes, beam))
+        b, slots = tree.tokens.shape
+        for trial in range(6):
+            choice = torch.randint(97, (b, slots), generator=generator)  # [B, T]
+            for row in range(b):  # mostly the token of one of the slot's children
+                for slot in range(slots):
+                    children = [c for c in range(1, slots) if int(tree.parent[row, c]) == slot]
+                    if children and torch.rand(1, generator=generator) < 0.8:
+                        pick = children[int(torch.randint(len(children), (1,), generator=generator))]
+                        choice[row, slot] = tree.tokens[row, pick]
+            lengths = torch.randint(0, gamma + 1, (b,), generator=generator) if trial % 2 else torch.full((b,), gamma)
+            accepted, bonus, best = accept_tree(tree, lengths, choice)
+            path = accepted_path(tree, best, gamma)
+            committed = torch.cat([tree.tokens.gather(1, path), torch.zeros(b, 1, dtype=torch.long)], dim=1)
+            committed.scatter_(1, accepted[:, None], bonus[:, None])
+            fused = tree_kernel.accept(*tree.parts, choice, lengths, gamma)
+            same.append(all(torch.equal(x, y) for x, y in zip(fused, (accepted, bonus, path, committed))))
+            deepest = max(deepest, int(accepted.max()))
+    return {"tree accept same": same, "tree accept deepest": deepest}
+
+
 def layer_kernel_agreement() -> dict[str, float]:
     """Largest |kernel − torch ops| for add + RMSNorm, SiLU · up and RoPE + cache write (fp32)."""
     torch.manual_seed(2)
@@ -371,5 +409,6 @@ if __name__ == "__main__":
     print(json.dumps({**decode_agreement(), **attention_agreement(), **layer_kernel_agreement(),
                       **static_target_agreement(), **first_slot_off_agreement(), **engines(*build_pair()),
                       **gated_agreement(), **engines(*gated_pair(), prefix="gated_"), **vocab_decode_agreement(),
-                      **engines(*vocab_pair(), prefix="vocab_"), **tree_kernel_agreement(), **tree_build_agreement()}))
+                      **engines(*vocab_pair(), prefix="vocab_"), **tree_kernel_agreement(), **tree_build_agreement(),
+                      **tree_accept_agreement()}))
     sys.stdout.flush()

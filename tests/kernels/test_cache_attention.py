@@ -35,6 +35,11 @@ def test_a_tree_engine_through_the_kernels_equals_greedy_decoding_and_its_torch_
     assert facts["tree engine accepted"] > 5
 
 
+def test_the_tree_acceptance_kernel_returns_the_torch_ops_verdicts_paths_and_commits(facts):
+    assert len(facts["tree accept same"]) == 18 and all(facts["tree accept same"])
+    assert facts["tree accept deepest"] >= 4  # paths ran deep, not only the anchor's bonus
+
+
 def test_the_tree_beam_through_its_kernels_builds_the_torch_ops_tree(facts):
     cases = {k: v for k, v in facts.items() if k.startswith("tree build ")}
     assert len(cases) == 4 and all(cases.values()), cases

@@ -90,3 +90,7 @@ def test_tree_beam_kernels_compile_for_sm90(beam):
               "out_token_ptr": "*i64", "out_parent_ptr": "*i64", "out_depth_ptr": "*i64", "visible_ptr": "*i1",
               "pool": "i32", "nodes": "i32"}
     assert _cubin(compile_for_sm90(tree_kernel._select_kernel, select, {"K": beam, "GAMMA": 7, "BLOCK": 64}))
+    accept = {"token_ptr": "*i64", "parent_ptr": "*i64", "depth_ptr": "*i64", "visible_ptr": "*i1",
+              "choice_ptr": "*i64", "length_ptr": "*i64", "accepted_ptr": "*i64", "bonus_ptr": "*i64",
+              "path_ptr": "*i64", "committed_ptr": "*i64", "slots": "i32", "gamma": "i32"}
+    assert _cubin(compile_for_sm90(tree_kernel._accept_kernel, accept, {"BLOCK": 32, "BLOCK_G": 16}))

@@ -20,6 +20,7 @@ import torch
 
 from dspark.config import GenerationConfig
 from dspark.engine.accept import accept_greedy, accept_sampling
+from dspark.engine import tree_kernel
 from dspark.engine.batch_schedule import Scheduling, scheduled_lengths
 from dspark.engine.sampling import processed_probs, sample
 from dspark.engine.static_draft import StaticDraft
@@ -230,16 +231,19 @@ class BatchRound:
             choice = logits.argmax(-1)  # [b, T] the target's next token after each slot
         else:  # its own draw after each slot, independently (tree.py: the committed path is the target's sample)
             choice = sample(processed_probs(logits, self.config), self.generator)  # [b, T]
-        accepted, bonus, best = accept_tree(tree, lengths, choice)  # [b] each
-        path = accepted_path(tree, best, g)  # [b, γ] slots by depth
+        if tree_kernel.accept_usable(choice):  # one launch for what the torch ops below take ~25
+            accepted, bonus, path, committed = tree_kernel.accept(*tree.parts, choice, lengths, g)
+        else:
+            accepted, bonus, best = accept_tree(tree, lengths, choice)  # [b] each
+            path = accepted_path(tree, best, g)  # [b, γ] slots by depth
+            committed = torch.cat([tree.tokens.gather(1, path), torch.zeros_like(anchor)[:, None]], dim=1)  # [b, γ+1]
+            committed.scatter_(1, accepted[:, None], bonus[:, None])  # bonus right after the accepted nodes
         self.target.keep_path(start, path)
         if self.extend_stream is not None:
             self.extend_stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.extend_stream):  # None (the CPU): the current stream
             slots = torch.cat([torch.zeros_like(path[:, :1]), path], dim=1)  # [b, γ+1] anchor, then the path
             self.draft.extend(features.gather(1, slots[:, :, None].expand(b, g + 1, features.shape[-1])), start)
-        committed = torch.cat([tree.tokens.gather(1, path), torch.zeros_like(anchor)[:, None]], dim=1)  # [b, γ+1]
-        committed.scatter_(1, accepted[:, None], bonus[:, None])  # bonus right after the accepted nodes
         self._advance(b, accepted, bonus, committed)
 
     def _advance(self, b: int, accepted: torch.Tensor, bonus: torch.Tensor, committed: torch.Tensor) -> None:

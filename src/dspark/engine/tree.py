@@ -103,7 +103,7 @@ def build_tree(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, 
     def full(ids: torch.Tensor) -> torch.Tensor:
         return ids if vocab is None else vocab.full_ids(ids)
 
-    if tree_kernel.usable(draft.markov_head, hidden) and gamma * k <= tree_kernel.MAX_POOL:
+    if tree_kernel.usable(draft.markov_head, hidden) and gamma * k <= tree_kernel.MAX_POOL and not k & (k - 1):
         # two launches a depth and one for the choice (tree_kernel.py)
         return TreeDrafts(*tree_kernel.select(*_kernel_beams(draft, base, anchors, k), anchors, shape.nodes))
     state = draft.markov_head.init_state(b, hidden.device, hidden.dtype)

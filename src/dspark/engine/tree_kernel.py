@@ -11,13 +11,18 @@ two launches:
             ids with a draft vocabulary) and parents.
 A third kernel (`select`, one program per row) chooses the tree from every depth's beam: the `nodes` best by score,
 numbered in depth order, with each node's parent slot, depth and ancestor mask, where the torch ops take ~30 launches.
+A fourth (`accept`, one program per row) runs a tree verify's acceptance in one launch where the torch ops take ~25
+(tree.accept_tree, tree.accepted_path and the committed tokens): each slot's verdict against the target's choice at
+its parent, the deepest slot whose whole path is good, its depth (accepted) and the choice there (bonus), the path's
+slot at every depth, and the committed tokens — the same values as the torch ops, bit for bit.
 Ties go to the lowest index within a tile and to the earliest candidate across tiles. The sum over the rank runs in
 another order than cuBLAS's, so a near-tie can choose another child than the torch ops; verification keeps the output
 lossless whatever the tree.
 
 What it does not do: the gated or RNN Markov heads (their bias depends on the slot's hidden state: the torch ops serve
 them), CPU tensors (the torch ops; tests run the kernels through Triton's interpreter), pools of more than MAX_POOL
-candidates a row (γ · beam; 7 × 8 = 56 fits).
+candidates a row (γ · beam; 7 × 8 = 56 fits), beams that are not a power of two (a Triton range must be one);
+tree.build_tree sends those to the torch ops.
 """
 from __future__ import annotations
 
@@ -152,6 +157,40 @@ if triton is not None:
         tl.store(visible_ptr + row * slots * slots + i, i == 0, mask=i < slots)  # the anchor sees itself alone
 
 
+    @triton.jit
+    def _accept_kernel(token_ptr, parent_ptr, depth_ptr, visible_ptr, choice_ptr, length_ptr, accepted_ptr, bonus_ptr,
+                       path_ptr, committed_ptr, slots, gamma, BLOCK: tl.constexpr, BLOCK_G: tl.constexpr):
+        row = tl.program_id(0).to(tl.int64)
+        t = tl.arange(0, BLOCK)  # tree slots
+        inside = t < slots
+        base = row * slots
+        token = tl.load(token_ptr + base + t, mask=inside, other=0)
+        parent = tl.load(parent_ptr + base + t, mask=inside, other=0)
+        depth = tl.load(depth_ptr + base + t, mask=inside, other=0)
+        at_parent = tl.load(choice_ptr + base + parent, mask=inside, other=-1)  # the target's choice at the parent
+        length = tl.load(length_ptr + row)
+        good = ((token == at_parent) & (depth <= length)) | (t == 0)  # [BLOCK]
+        seen = tl.load(visible_ptr + (base + t[:, None]) * slots + t[None, :],
+                       mask=inside[:, None] & inside[None, :], other=0) != 0  # [BLOCK, BLOCK]
+        bad = tl.sum((seen & (good[None, :] == 0)).to(tl.int32), axis=1)  # failing slots each slot sees
+        key = tl.where((bad == 0) & inside, depth, -1)
+        accepted = tl.max(key, axis=0)  # the deepest good path's depth (its end is unique)
+        best = tl.min(tl.where(key == accepted, t, BLOCK), axis=0)
+        bonus = tl.load(choice_ptr + base + best)
+        tl.store(accepted_ptr + row, accepted)
+        tl.store(bonus_ptr + row, bonus)
+        on_path = (tl.load(visible_ptr + (base + best) * slots + t, mask=inside, other=0) != 0) & (depth > 0)
+        g = tl.arange(0, BLOCK_G)  # depth − 1 along the path
+        match = on_path[None, :] & (depth[None, :] == g[:, None] + 1)  # [BLOCK_G, BLOCK]
+        found = tl.sum(tl.where(match, t[None, :], 0), axis=1)
+        default = tl.minimum(g + 1, slots - 1)  # past the path: the slot at that depth, or the last one
+        path = tl.where(tl.sum(match.to(tl.int32), axis=1) > 0, found, default)  # [BLOCK_G]
+        tl.store(path_ptr + row * gamma + g, path.to(tl.int64), mask=g < gamma)
+        on_slot = tl.sum(tl.where(t[None, :] == path[:, None], token[None, :], 0), axis=1)  # tokens along the path
+        committed = tl.where(g == accepted, bonus, tl.where(g < gamma, on_slot, 0))
+        tl.store(committed_ptr + row * (gamma + 1) + g, committed.to(tl.int64), mask=g < gamma + 1)
+
+
 def select(scores: torch.Tensor, tokens: torch.Tensor, parents: torch.Tensor, anchors: torch.Tensor,
            nodes: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """The pool of every depth's beam — scores, tokens, parents [B, γ, k] — -> the best `nodes` as a tree: tokens,
@@ -197,3 +236,27 @@ def beam_step(base: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, prev: torc
                         out_parents, parents, tiles, K=beam, MAPPED=token_ids is not None,
                         BLOCK_P=max(2, triton.next_power_of_2(parents)), BLOCK_T=max(2, triton.next_power_of_2(tiles)))
     return out_scores, out_tokens, out_parents
+
+
+def accept_usable(tensor: torch.Tensor) -> bool:
+    """True when `accept` may run on `tensor`'s device (triton_support.available)."""
+    return triton is not None and triton_support.available(tensor)
+
+
+def accept(tokens: torch.Tensor, parent: torch.Tensor, depth: torch.Tensor, visible: torch.Tensor,
+           choice: torch.Tensor, lengths: torch.Tensor,
+           gamma: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A tree verify's acceptance in one launch: the tree (tokens, parent, depth [B, T], visible [B, T, T]), the
+    target's choice after each slot [B, T] and lengths [B] -> accepted [B], bonus [B], the path's slots by depth
+    [B, γ] (tree.accepted_path) and the committed tokens [B, γ+1] (the path's tokens, the bonus at `accepted`)."""
+    b, slots = tokens.shape
+    device = tokens.device
+    accepted = torch.empty(b, dtype=torch.long, device=device)
+    bonus = torch.empty(b, dtype=torch.long, device=device)
+    path = torch.empty(b, gamma, dtype=torch.long, device=device)
+    committed = torch.empty(b, gamma + 1, dtype=torch.long, device=device)
+    _accept_kernel[(b,)](tokens.contiguous(), parent.contiguous(), depth.contiguous(), visible.contiguous(),
+                         choice.contiguous(), lengths.contiguous(), accepted, bonus, path, committed, slots, gamma,
+                         BLOCK=max(16, triton.next_power_of_2(slots)),
+                         BLOCK_G=max(16, triton.next_power_of_2(gamma + 1)))
+    return accepted, bonus, path, committed
