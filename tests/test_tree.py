@@ -260,3 +260,26 @@ def test_a_tree_shape_with_max_rows_verifies_chains_above_it_and_stays_lossless(
     assert all(len(r.tokens) == 12 for r in sampled)  # sampled chain rounds (draft probabilities) and tree rounds
     with pytest.raises(ValueError, match="max_rows"):
         TreeShape(12, 3, max_rows=0)
+
+
+def test_a_dflash_mode_draft_grows_trees_from_each_slots_own_distribution_and_stays_lossless():
+    model = tiny_target("qwen3", seed=4)
+    draft = random_draft(draft_config_for(model, block_size=6, mode="dflash"), scale=5.0)
+    target = Target(model, draft.config.target_layer_ids)
+    rng = random.Random(2)
+    prompts = [[rng.randrange(97) for _ in range(rng.randrange(1, 20))] for _ in range(4)]
+    config = GenerationConfig(max_new_tokens=24)
+    plain = [generate(target, None, p, config).tokens for p in prompts]
+    chain = BatchEngine(target, draft, max_batch=2, max_length=64).generate(prompts, config)
+    beam_one = BatchEngine(target, draft, max_batch=2, max_length=64, tree=TreeShape(5, 1)).generate(prompts, config)
+    tree = BatchEngine(target, draft, max_batch=2, max_length=64, tree=TreeShape(15, 4)).generate(prompts, config)
+    assert [r.tokens for r in tree] == plain and [r.tokens for r in beam_one] == plain
+    assert [r.stats for r in beam_one] == [r.stats for r in chain]  # a beam of one is the DFlash chain itself
+    assert sum(r.stats.rounds for r in tree) < sum(r.stats.rounds for r in chain)
+    hidden = torch.randn(2, draft.config.num_draft_tokens, draft.config.hidden_size)  # [B, γ, d]
+    draft.tie_embeddings(target.embed_tokens, target.lm_head)
+    built = build_tree(draft, hidden, torch.tensor([3, 9]), TreeShape(15, 4))
+    for row in range(2):  # without a Markov head a node's children do not depend on which node it is
+        at_depth_one = {int(t) for t, d in zip(built.tokens[row], built.depth[row]) if d == 1}
+        top = set(draft.base_logits(hidden)[row, 0].topk(len(at_depth_one)).indices.tolist())
+        assert at_depth_one == top

@@ -47,8 +47,8 @@ def by_key(rows):
 def test_the_matrix_has_one_row_per_method_scheduler_and_level(matrix):
     rows = by_key(matrix.throughput)
     methods = [("plain", "none"), ("dspark", "none"), ("dspark", "threshold"), ("dspark", "algorithm1"),
-               ("dspark-tree", "none"), ("dflash", "none"), ("hf-dynamic", "none"), ("hf-static", "none"), ("prompt-lookup", "none"),
-               ("assisted", "none"), ("dflash-ref", "none")]
+               ("dspark-tree", "none"), ("dflash", "none"), ("dflash-tree", "none"), ("hf-dynamic", "none"),
+               ("hf-static", "none"), ("prompt-lookup", "none"), ("assisted", "none"), ("dflash-ref", "none")]
     assert list(rows) == [(m, s, c) for c in (1, 2) for m, s in methods]
     for method in ("plain", "dspark", "dflash", "hf-dynamic", "hf-static"):
         for c in (1, 2):
@@ -259,15 +259,18 @@ def test_cli_prints_a_table_ends_with_one_json_line_and_reports_plot_it(model_di
     assert "## Speedup by concurrency" in (tmp_path / "rep" / "report.md").read_text()
 
 
-def test_tree_rows_on_the_batched_engine_are_lossless_and_commit_more_per_round_than_the_chain(models, tmp_path):
+def test_tree_rows_of_either_draft_are_lossless_and_commit_more_per_round_than_its_chain(models, tmp_path):
     settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=16, num_prompts=3, warmup_tokens=2)
-    methods, _ = build_methods(models, settings, ("plain", "dspark", "dspark-tree"), ("none",), "batch", tmp_path, 10,
-                               tree=TreeShape(12, 3))
+    names = ("plain", "dspark", "dspark-tree", "dflash", "dflash-tree")
+    # 9 nodes at beam 3: what the DFlash-mode draft's 3 predicting slots can fill
+    methods, _ = build_methods(models, settings, names, ("none",), "batch", tmp_path, 10, tree=TreeShape(9, 3))
     rows = by_key(run_matrix(methods, PROMPTS, settings, "code"))
     for c in (1, 2):
-        tree, chain = rows[("dspark-tree", "none", c)], rows[("dspark", "none", c)]
-        assert tree.status == "ok" and tree.lossless is True and tree.new_tokens == chain.new_tokens
-        assert tree.mean_tau >= chain.mean_tau > 1.1
+        for draft in ("dspark", "dflash"):  # the same tree shape over either draft
+            tree, chain = rows[(f"{draft}-tree", "none", c)], rows[(draft, "none", c)]
+            assert tree.status == "ok" and tree.lossless is True and tree.new_tokens == chain.new_tokens
+            assert tree.mean_tau >= chain.mean_tau
+        assert rows[("dspark", "none", c)].mean_tau > 1.1
 
 
 def test_cli_asks_for_the_models_a_named_method_needs(model_dirs, tmp_path, capsys):

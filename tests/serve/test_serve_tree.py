@@ -46,5 +46,5 @@ def test_tree_settings_that_cannot_verify_a_tree_are_refused_before_serving():
     with pytest.raises(ServeSetupError, match="candidates"):
         create_app(tiny_served(), ServeSettings(port=0, tree_nodes=500, tree_beam=2))
     no_draft = served_model(tiny_target("qwen3", vocab_size=260, num_layers=2), build_tokenizer(), None, "plain")
-    with pytest.raises(ServeSetupError, match="Markov head"):
+    with pytest.raises(ServeSetupError, match="give --draft"):
         create_app(no_draft, ServeSettings(port=0, tree_nodes=8))

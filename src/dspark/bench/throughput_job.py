@@ -18,11 +18,12 @@ from dspark.bench.throughput import SCHEDULERS, Method, ThroughputSettings, neve
 
 # the batched engine's verify shape: ragged (each row's own slots, eager) or a rectangle (graph-safe, the default)
 VERIFY_SHAPES = {"rectangle": False, "ragged": True}
-METHODS = ("plain", "dspark", "dspark-tree", "dflash", "hf-dynamic", "hf-static", "prompt-lookup", "assisted",
-           "dflash-ref")
+METHODS = ("plain", "dspark", "dspark-tree", "dflash", "dflash-tree", "hf-dynamic", "hf-static", "prompt-lookup",
+           "assisted", "dflash-ref")
 NEEDS = {"dspark": ("draft", "--draft DIR (a native DSpark draft)"),
          "dspark-tree": ("draft", "--draft DIR (a native DSpark draft)"),
          "dflash": ("dflash_draft", "--dflash-draft DIR (a native DFlash-mode draft)"),
+         "dflash-tree": ("dflash_draft", "--dflash-draft DIR (a native DFlash-mode draft)"),
          "dflash-ref": ("dflash_draft", "--dflash-draft DIR (a native DFlash-mode draft)"),
          "assisted": ("assistant", "--assistant DIR (a small HF causal LM sharing the target's tokenizer)")}
 
@@ -175,7 +176,8 @@ def build_methods(models: ThroughputModels, settings: ThroughputSettings, names:
                   cuda_graphs: bool | None = None, verify: str = "rectangle",
                   tree: Any = None) -> tuple[list[Method], Any]:
     """The runner's methods in report order, and the lazily measured round-cost tables (`StepCosts`). `verify`:
-    the batched engine's verify shape (VERIFY_SHAPES); `tree`: dspark-tree's TreeShape (default nodes 23, beam 4)."""
+    the batched engine's verify shape (VERIFY_SHAPES); `tree`: the tree methods' TreeShape (default nodes 23,
+    beam 4)."""
     from dspark.engine.tree import TreeShape
 
     from dspark.bench.our_engine import OurEngine, StepCosts, our_method
@@ -211,9 +213,10 @@ def build_methods(models: ThroughputModels, settings: ThroughputSettings, names:
                 costs = StepCosts(engine, max(settings.concurrency))
             for scheduler in (schedulers if name == "dspark" else ["none"]):
                 methods.append(our_method(name, engine, config, scheduler, settings.threshold, costs))
-        elif name == "dspark-tree":
-            engine = OurEngine(Target(models.model, models.draft.config.target_layer_ids), models.draft, max_length,
-                               engine_kind, cuda_graphs, tree=tree or TreeShape())
+        elif name in ("dspark-tree", "dflash-tree"):  # the same tree shape for both drafts
+            draft = models.draft if name == "dspark-tree" else models.dflash_draft
+            engine = OurEngine(Target(models.model, draft.config.target_layer_ids), draft, max_length, engine_kind,
+                               cuda_graphs, tree=tree or TreeShape())
             methods.append(our_method(name, engine, config))
         elif name == "dflash-ref":
             methods.append(dflash_method(models.model, models.dflash_draft_path, work, models.eos_token_ids,

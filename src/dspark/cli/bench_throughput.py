@@ -30,13 +30,13 @@ THROUGHPUT_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--max-new-tokens",), dict(type=int, default=256, help="tokens per request (default 256)")),
     (("--concurrency",), dict(default="1,4,16,64", help="comma-separated levels (default 1,4,16,64)")),
     (("--methods",), dict(default="all", help="comma-separated, from: plain, dspark, dspark-tree, dflash, "
-                                              "hf-dynamic, hf-static, prompt-lookup, assisted, dflash-ref (default "
-                                              "all)")),
-    (("--tree-nodes",), dict(type=int, default=23, help="dspark-tree: drafted nodes per tree (the verify width is "
-                                                        "one more; default 23)")),
-    (("--tree-beam",), dict(type=int, default=4, help="dspark-tree: nodes kept per depth (default 4)")),
-    (("--tree-max-rows",), dict(type=int, default=0, help="dspark-tree: rounds over more rows than this verify the "
-                                                          "block's chain (default 0: trees at every level)")),
+                                              "dflash-tree, hf-dynamic, hf-static, prompt-lookup, assisted, "
+                                              "dflash-ref (default all)")),
+    (("--tree-nodes",), dict(type=int, default=23, help="the tree methods (dspark-tree, dflash-tree): drafted nodes "
+                                                        "per tree (the verify width is one more; default 23)")),
+    (("--tree-beam",), dict(type=int, default=4, help="the tree methods: nodes kept per depth (default 4)")),
+    (("--tree-max-rows",), dict(type=int, default=0, help="the tree methods: rounds over more rows than this verify "
+                                                          "the block's chain (default 0: trees at every level)")),
     (("--schedulers",), dict(default="none,threshold,algorithm1", help="DSpark block schedulers (default all)")),
     (("--threshold",), dict(type=float, default=0.3, help="the threshold scheduler's confidence cut (default 0.3)")),
     (("--temperature",), dict(type=float, default=0.0, help="0 is greedy (default); losslessness is checked at 0")),

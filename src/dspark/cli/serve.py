@@ -53,9 +53,10 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="schedule each block with the DSpark paper's Algorithm 1 on round costs measured "
                              "at startup (instead of --confidence-threshold)")
     engine.add_argument("--tree-nodes", type=int, default=0, metavar="N",
-                        help="verify a tree of N drafts per round instead of the block's chain (the batched engine, a "
-                             "DSpark draft with a Markov head; greedy or sampled, lossless either way); default 0: the "
-                             "chain. On a GPU at batch 1, 31 nodes with --tree-beam 8 decode fastest")
+                        help="verify a tree of N drafts per round instead of the block's chain (the batched engine; a "
+                             "DSpark draft branches on its Markov head, a DFlash-mode one on each slot's own "
+                             "distribution; greedy or sampled, lossless either way); default 0: the chain. On a GPU "
+                             "at batch 1, 31 nodes with --tree-beam 8 decode fastest")
     engine.add_argument("--tree-beam", type=int, default=4, metavar="K",
                         help="the tree's nodes kept per depth (default 4)")
     engine.add_argument("--tree-max-rows", type=int, default=0, metavar="R",

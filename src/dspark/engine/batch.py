@@ -50,8 +50,8 @@ class BatchEngine:
         if max_batch < 1 or max_length < 2:
             raise ValueError("max_batch must be >= 1 and max_length >= 2")
         if tree is not None:
-            if draft is None or draft.markov_head is None:
-                raise ValueError("a tree engine needs a DSpark draft with a Markov head (it branches on it)")
+            if draft is None:
+                raise ValueError("a tree engine needs a draft (its trees are the draft's)")
             if ragged:
                 raise ValueError("a tree verify is not ragged; build the engine with ragged=False")
             tree.check(draft.config.num_draft_tokens)

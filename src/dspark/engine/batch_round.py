@@ -19,8 +19,8 @@ from collections.abc import Callable
 import torch
 
 from dspark.config import GenerationConfig
-from dspark.engine.accept import accept_greedy, accept_sampling
 from dspark.engine import tree_kernel
+from dspark.engine.accept import accept_greedy, accept_sampling
 from dspark.engine.batch_schedule import Scheduling, scheduled_lengths
 from dspark.engine.sampling import processed_probs, sample
 from dspark.engine.static_draft import StaticDraft

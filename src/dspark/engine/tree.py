@@ -1,12 +1,13 @@
-"""Tree drafts: a DSpark block widened into a token tree, and greedy acceptance of the deepest matching path.
+"""Tree drafts: a draft's block widened into a token tree, and acceptance of the deepest path the target agrees with.
 
 The draft's block forward gives one hidden state per slot; only the Markov head makes slot k depend on the token
 picked at slot k−1. So one block can seed many paths: a beam of `beam` nodes per depth, each node's children scored
 by log-softmax(base_k + Markov(node's token)), the beam kept by cumulative log-probability (EAGLE-2's expansion),
-then the `nodes` best nodes of all depths form the tree (a node's parent always scores higher, so the tree is closed
-under ancestors). Slot 0 of a tree is the anchor; nodes follow in depth order, so a node's parent sits in a lower
+or, for a draft without a Markov head (DFlash mode), by log-softmax(base_k) alone (every node's children are then
+the slot's own top tokens whatever the path, as in Medusa's trees); then the `nodes` best nodes of all depths form
+the tree (a node's parent always scores higher, so the tree is closed under ancestors). Slot 0 of a tree is the anchor; nodes follow in depth order, so a node's parent sits in a lower
 slot. The target verifies all slots in one pass, each slot attending to the context and to its own ancestors
-(`TreeDrafts.visible`), at rotary position start + depth. Acceptance is greedy: a node is good when its token is the
+(`TreeDrafts.visible`), at rotary position start + depth. Acceptance: a node is good when its token is the
 target's choice at its parent; the deepest node whose ancestors are all good ends the accepted path, and the target's
 choice there is the bonus token. Greedy, the choice is the target's argmax, and any tree gives the target's own greedy
 output, so the shape is a speed choice only. Sampling, the target draws its choice after every slot, independently,
@@ -16,7 +17,7 @@ and they are independent of the ones kept) — so outputs are distributed exactl
 recursive rejection sampling with point-mass proposals (a node's children are the draft's top choices, not samples
 from it): a node's children are accepted with total probability Σ p(child).
 
-What it does not do: DFlash-mode drafts (no Markov head to branch on), the cache moves after acceptance
+What it does not do: the cache moves after acceptance
 (static_target.keep_path) or running the target.
 """
 from __future__ import annotations
@@ -82,6 +83,9 @@ def _beam_step(draft: DSparkDraft, base: torch.Tensor, hidden: torch.Tensor, pre
     b, p = prev.shape
     logits = base[:, None].expand(b, p, base.shape[-1]).float()  # [B, P, V']
     head, vocab = draft.markov_head, draft.draft_vocab
+    if head is None:  # no Markov head: every parent's children come from the slot's own distribution
+        top = torch.log_softmax(logits, dim=-1).topk(beam, dim=-1)  # [B, P, beam]
+        return top.values, top.indices, None
     mixed, state = head.step_features(prev.reshape(-1), hidden[:, None].expand(b, p, -1).reshape(b * p, -1), state)
     if biased:
         w2 = head.markov_w2 if vocab is None else vocab.markov_w2
@@ -92,8 +96,6 @@ def _beam_step(draft: DSparkDraft, base: torch.Tensor, hidden: torch.Tensor, pre
 
 def build_tree(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, shape: TreeShape) -> TreeDrafts:
     """hidden [B, γ, d] (the block's predicting slots), anchors [B] -> each row's tree of shape.nodes nodes."""
-    if draft.markov_head is None:
-        raise ValueError("tree drafts branch on the Markov head; this draft has none (DFlash mode)")
     vocab = draft.draft_vocab
     b, gamma = hidden.shape[:2]
     k = shape.beam
@@ -106,7 +108,8 @@ def build_tree(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, 
     if tree_kernel.usable(draft.markov_head, hidden) and gamma * k <= tree_kernel.MAX_POOL and not k & (k - 1):
         # two launches a depth and one for the choice (tree_kernel.py)
         return TreeDrafts(*tree_kernel.select(*_kernel_beams(draft, base, anchors, k), anchors, shape.nodes))
-    state = draft.markov_head.init_state(b, hidden.device, hidden.dtype)
+    head = draft.markov_head
+    state = head.init_state(b, hidden.device, hidden.dtype) if head is not None else None
     lp, ids, state = _beam_step(draft, base[:, 0], hidden[:, 0], anchors[:, None], state,
                                 draft.config.markov_first_slot, k)  # [B, 1, k]
     scores, tokens = lp[:, 0], full(ids[:, 0])  # [B, k]

@@ -61,9 +61,9 @@ def tree_shape(served: ServedModel, settings: ServeSettings) -> TreeShape | None
     starts, when the served pair cannot verify trees."""
     if not settings.tree_nodes:
         return None
-    if served.draft is None or served.draft.markov_head is None:
-        raise ServeSetupError("--tree-nodes branches on the draft's Markov head; serve a DSpark draft that has one "
-                              "(DFlash-mode drafts and plain decoding verify the chain)")
+    if served.draft is None:
+        raise ServeSetupError("--tree-nodes verifies trees of the draft's tokens; give --draft (or leave --tree-nodes "
+                              "out for plain decoding)")
     if not batching_supported(served):
         raise ServeSetupError("--tree-nodes runs in the batched engine, which does not run this target "
                               "(Llama / Qwen3 / Qwen2 / Mistral do); leave --tree-nodes out")
