@@ -5,20 +5,19 @@ picked at slot k−1. So one block can seed many paths: a beam of `beam` nodes p
 by log-softmax(base_k + Markov(node's token)), the beam kept by cumulative log-probability (EAGLE-2's expansion),
 or, for a draft without a Markov head (DFlash mode), by log-softmax(base_k) alone (every node's children are then
 the slot's own top tokens whatever the path, as in Medusa's trees); then the `nodes` best nodes of all depths form
-the tree (a node's parent always scores higher, so the tree is closed under ancestors). Slot 0 of a tree is the anchor; nodes follow in depth order, so a node's parent sits in a lower
-slot. The target verifies all slots in one pass, each slot attending to the context and to its own ancestors
-(`TreeDrafts.visible`), at rotary position start + depth. Acceptance: a node is good when its token is the
-target's choice at its parent; the deepest node whose ancestors are all good ends the accepted path, and the target's
-choice there is the bonus token. Greedy, the choice is the target's argmax, and any tree gives the target's own greedy
-output, so the shape is a speed choice only. Sampling, the target draws its choice after every slot, independently,
+the tree (a node's parent always scores higher, so the tree is closed under ancestors). Slot 0 of a tree is the
+anchor; nodes follow in depth order, so a node's parent sits in a lower slot. The target verifies all slots in one
+pass, each slot attending to the context and to its own ancestors (`TreeDrafts.visible`), at rotary position start +
+depth. Acceptance: a node is good when its token is the target's choice at its parent; the deepest node whose
+ancestors are all good ends the accepted path, and the target's choice there is the bonus token. Greedy, the choice
+is the target's argmax, and any tree gives the target's own greedy output, so the shape is a speed choice only. Sampling, the target draws its choice after every slot, independently,
 from its processed distribution there; the walk is the same. The committed tokens are then x_0 ~ p(·|context), x_1 ~
 p(·|context, x_0), … — each the target's own draw given the path so far (draws at slots off the path are discarded,
 and they are independent of the ones kept) — so outputs are distributed exactly as the target's samples. This is
 recursive rejection sampling with point-mass proposals (a node's children are the draft's top choices, not samples
 from it): a node's children are accepted with total probability Σ p(child).
 
-What it does not do: the cache moves after acceptance
-(static_target.keep_path) or running the target.
+What it does not do: the cache moves after acceptance (static_target.keep_path) or running the target.
 """
 from __future__ import annotations
 
