@@ -10,8 +10,9 @@ anchor; nodes follow in depth order, so a node's parent sits in a lower slot. Th
 pass, each slot attending to the context and to its own ancestors (`TreeDrafts.visible`), at rotary position start +
 depth. Acceptance: a node is good when its token is the target's choice at its parent; the deepest node whose
 ancestors are all good ends the accepted path, and the target's choice there is the bonus token. Greedy, the choice
-is the target's argmax, and any tree gives the target's own greedy output, so the shape is a speed choice only. Sampling, the target draws its choice after every slot, independently,
-from its processed distribution there; the walk is the same. The committed tokens are then x_0 ~ p(·|context), x_1 ~
+is the target's argmax, and any tree gives the target's own greedy output, so the shape is a speed choice only.
+Sampling, the target draws its choice after every slot, independently, from its processed distribution there; the
+walk is the same. The committed tokens are then x_0 ~ p(·|context), x_1 ~
 p(·|context, x_0), … — each the target's own draw given the path so far (draws at slots off the path are discarded,
 and they are independent of the ones kept) — so outputs are distributed exactly as the target's samples. This is
 recursive rejection sampling with point-mass proposals (a node's children are the draft's top choices, not samples
