@@ -229,9 +229,13 @@ def tree_accept_agreement() -> dict[str, object]:
     same, deepest = [], 0
     for nodes, beam in ((6, 1), (12, 3), (20, 4)):
         hidden = torch.randn(5, gamma, draft.config.hidden_size, generator=generator)
-        tree = build_tree(draft, hidden, torch.randint(97, (5,), generator=generator), TreeShape(nodes, beam))
+        os.environ["DSPARK_KERNELS"] = "0"  # the torch ops build the trees (their kernels are checked above)
+        try:
+            tree = build_tree(draft, hidden, torch.randint(97, (5,), generator=generator), TreeShape(nodes, beam))
+        finally:
+            del os.environ["DSPARK_KERNELS"]
         b, slots = tree.tokens.shape
-        for trial in range(6):
+        for trial in range(3):
             choice = torch.randint(97, (b, slots), generator=generator)  # [B, T]
             for row in range(b):  # mostly the token of one of the slot's children
                 for slot in range(slots):

@@ -74,6 +74,13 @@ def test_add_rms_norm_and_silu_mul_kernels_compile_for_sm90():
     assert _cubin(compile_for_sm90(layer_kernels._silu_mul_kernel, silu, {"BLOCK": 1024}))
 
 
+def test_tree_accept_kernel_compiles_for_sm90():
+    accept = {"token_ptr": "*i64", "parent_ptr": "*i64", "depth_ptr": "*i64", "visible_ptr": "*i1",
+              "choice_ptr": "*i64", "length_ptr": "*i64", "accepted_ptr": "*i64", "bonus_ptr": "*i64",
+              "path_ptr": "*i64", "committed_ptr": "*i64", "slots": "i32", "gamma": "i32"}
+    assert _cubin(compile_for_sm90(tree_kernel._accept_kernel, accept, {"BLOCK": 32, "BLOCK_G": 16}))
+
+
 @pytest.mark.parametrize("beam", [4, 8])
 def test_tree_beam_kernels_compile_for_sm90(beam):
     children = {"base_ptr": "*bf16", "base_stride": "i32", "w1_ptr": "*bf16", "w2_ptr": "*bf16", "prev_ptr": "*i64",
@@ -90,7 +97,3 @@ def test_tree_beam_kernels_compile_for_sm90(beam):
               "out_token_ptr": "*i64", "out_parent_ptr": "*i64", "out_depth_ptr": "*i64", "visible_ptr": "*i1",
               "pool": "i32", "nodes": "i32"}
     assert _cubin(compile_for_sm90(tree_kernel._select_kernel, select, {"K": beam, "GAMMA": 7, "BLOCK": 64}))
-    accept = {"token_ptr": "*i64", "parent_ptr": "*i64", "depth_ptr": "*i64", "visible_ptr": "*i1",
-              "choice_ptr": "*i64", "length_ptr": "*i64", "accepted_ptr": "*i64", "bonus_ptr": "*i64",
-              "path_ptr": "*i64", "committed_ptr": "*i64", "slots": "i32", "gamma": "i32"}
-    assert _cubin(compile_for_sm90(tree_kernel._accept_kernel, accept, {"BLOCK": 32, "BLOCK_G": 16}))
