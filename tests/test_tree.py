@@ -141,12 +141,17 @@ def test_tree_engine_output_equals_plain_greedy_decoding_with_eos_budgets_and_re
             assert sum(sum(r.stats.accepted_counts) for r in results) > 20
 
 
-def test_tree_engine_on_random_targets_equals_hf_greedy_and_accepts_more_than_the_chain():
+def random_engine_inputs(block_size: int, mode: str, prompt_seed: int):
+    """A random qwen3 target, a random draft of `mode` at `block_size`, and 4 random prompts."""
     model = tiny_target("qwen3", seed=4)
-    draft = random_draft(draft_config_for(model, block_size=5, markov_head_type="vanilla"), scale=5.0)
-    target = Target(model, draft.config.target_layer_ids)
-    rng = random.Random(1)
+    draft = random_draft(draft_config_for(model, block_size=block_size, mode=mode), scale=5.0)
+    rng = random.Random(prompt_seed)
     prompts = [[rng.randrange(97) for _ in range(rng.randrange(1, 20))] for _ in range(4)]
+    return Target(model, draft.config.target_layer_ids), draft, prompts
+
+
+def test_tree_engine_on_random_targets_equals_hf_greedy_and_accepts_more_than_the_chain():
+    target, draft, prompts = random_engine_inputs(5, "dspark", 1)
     config = GenerationConfig(max_new_tokens=24)
     tree = BatchEngine(target, draft, max_batch=2, max_length=64, tree=TreeShape(16, 4)).generate(prompts, config)
     chain = BatchEngine(target, draft, max_batch=2, max_length=64).generate(prompts, config)
@@ -263,11 +268,7 @@ def test_a_tree_shape_with_max_rows_verifies_chains_above_it_and_stays_lossless(
 
 
 def test_a_dflash_mode_draft_grows_trees_from_each_slots_own_distribution_and_stays_lossless():
-    model = tiny_target("qwen3", seed=4)
-    draft = random_draft(draft_config_for(model, block_size=6, mode="dflash"), scale=5.0)
-    target = Target(model, draft.config.target_layer_ids)
-    rng = random.Random(2)
-    prompts = [[rng.randrange(97) for _ in range(rng.randrange(1, 20))] for _ in range(4)]
+    target, draft, prompts = random_engine_inputs(6, "dflash", 2)
     config = GenerationConfig(max_new_tokens=24)
     plain = [generate(target, None, p, config).tokens for p in prompts]
     chain = BatchEngine(target, draft, max_batch=2, max_length=64).generate(prompts, config)
