@@ -10,7 +10,8 @@ applies EOS (an accepted EOS ends the row; later tokens are dropped), the max_ne
 batching: a finished row's slot takes the next prompt (prefilled eagerly), or the last live row moves into it so
 the live rows stay 0 … n−1. With a `TreeShape` each round verifies a tree of drafts per row instead of the block's
 chain (up to its max_rows rows; greedy or sampled). With drafting off the same loop is plain decoding (L = 0,
-T = 1). Results and τ stats are the batch-1 engine's types. Lossless: greedy output equals the target's own greedy decoding per prompt.
+T = 1). Results and τ stats are the batch-1 engine's types. Lossless: greedy output equals the target's own greedy
+decoding per prompt.
 """
 from __future__ import annotations
 
