@@ -17,7 +17,32 @@ def test_features_are_the_hf_hidden_states_of_the_chosen_layers(arch):
     out = target.forward(ids, use_cache=False)
     ref = model(ids, output_hidden_states=True).hidden_states
     torch.testing.assert_close(out.features, torch.cat([ref[0], ref[2], ref[3]], dim=-1))
+    torch.testing.assert_close(out.last_hidden, ref[-1])
     torch.testing.assert_close(out.logits, model(ids).logits)
+
+
+def test_features_come_from_hooks_that_are_gone_after_every_forward_even_a_failed_one(monkeypatch):
+    model = tiny_target("qwen3", num_layers=4)
+    target = Target(model, (-1, 1))
+    seen = []
+    forward = type(model).forward
+    monkeypatch.setattr(type(model), "forward", lambda self, **kw: seen.append(kw) or forward(self, **kw))
+    out = target.forward(torch.randint(0, 97, (2, 5)), use_cache=False, logits_to_keep=1)
+    assert out.features.shape == (2, 5, 2 * model.config.hidden_size) and out.logits.shape[1] == 1
+    assert not seen[0].get("output_hidden_states")  # only the chosen layers are kept, not every layer's output
+    modules = [target.norm, *target.layers]
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in modules)
+    monkeypatch.setattr(type(model), "forward", lambda self, **kw: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        target.forward(torch.randint(0, 97, (1, 3)), use_cache=False)
+    assert all(not m._forward_hooks and not m._forward_pre_hooks for m in modules)
+
+
+def test_a_model_without_decoder_layers_and_final_norm_is_refused_with_what_was_looked_for():
+    model = tiny_target("llama")
+    del model.model.norm
+    with pytest.raises(TargetMismatchError, match="final norm of LlamaForCausalLM.*ln_f"):
+        Target(model, (0,))
 
 
 @pytest.mark.parametrize("arch", ARCHITECTURES)

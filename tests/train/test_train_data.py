@@ -184,3 +184,66 @@ def test_sts_lowers_calibration_error_of_an_overconfident_head():
     labels = prefix_labels(torch.tensor([0, 2]), 3)
     assert labels.tolist() == [[0, 0, 0], [1, 1, 0]]
     assert expected_calibration_error(torch.tensor([0.05, 0.95]), torch.tensor([0.0, 1.0])) == pytest.approx(0.05)
+
+
+def test_train_calibrate_cli_fits_temperatures_on_full_blocks_and_writes_them_beside_the_draft(tmp_path, capsys):
+    from dspark.cli import main
+    from dspark.formats.native import save_draft
+    from dspark.testbed import successor_pair
+    from dspark.train.calibrate import load_temperatures
+
+    model, tokenizer, draft = successor_pair.load()  # partial acceptance: blocks end at every slot
+    model.save_pretrained(tmp_path / "target")
+    tokenizer.save_pretrained(tmp_path / "target")
+    save_draft(draft, tmp_path / "draft")
+    (tmp_path / "held.jsonl").write_text("".join(json.dumps({"prompt": p}) + "\n" for p in ("abc", "kl", "pqrs")))
+    args = ["train", "calibrate", "--target", str(tmp_path / "target"), "--draft", str(tmp_path / "draft"),
+            "--prompts", str(tmp_path / "held.jsonl")]
+    assert main([*args, "--max-new-tokens", "40"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    slots = draft.config.num_draft_tokens
+    assert report["calibration"] == str(tmp_path / "draft" / "calibration.json") and report["rounds"] >= 10
+    assert len(report["sts_temperatures"]) == len(report["ece_before"]) == len(report["ece_after"]) == slots
+    assert report["ece_after"][0] <= report["ece_before"][0]  # slot 0's grid holds T = 1: never worse there
+    assert load_temperatures(tmp_path / "draft").tolist() == pytest.approx(report["sts_temperatures"])
+    (tmp_path / "draft" / "calibration.json").unlink()
+    assert main([*args, "--max-new-tokens", "1"]) == 2  # one new token: no round verifies a whole block
+    assert "no full-block rounds" in capsys.readouterr().err
+    assert not (tmp_path / "draft" / "calibration.json").exists()
+
+
+def test_sampled_regeneration_is_seeded_and_a_prompt_that_always_fails_is_counted_failed_then_retried(tmp_path):
+    model = tiny_target("llama", vocab_size=len(WORDS), seed=0)
+    model.generation_config.eos_token_id = None
+    tok = word_tokenizer()
+    prompts = [Prompt(str(i), text=f"w{i} w{i + 1}") for i in range(6)]
+    poisoned = render_prompt(prompts[3], tok)
+    real_generate = model.generate
+
+    def fails_on_prompt_3(*args, **kwargs):  # e.g. a prompt that overflows something on the device, every time
+        rows = kwargs["input_ids"].tolist()
+        if any(row[len(row) - len(poisoned):] == poisoned for row in rows):
+            raise RuntimeError("simulated failure")
+        return real_generate(*args, **kwargs)
+
+    model.generate = fails_on_prompt_3
+    sampled = {}
+    for name, seed in (("a", 0), ("b", 0), ("c", 1)):
+        counts = regenerate(model, tok, prompts, tmp_path / f"{name}.jsonl", batch_size=4, max_new_tokens=12,
+                            max_length=64, temperature=1.0, seed=seed, progress=False)
+        assert (counts.total, counts.success, counts.skipped, counts.failed) == (6, 5, 0, 1)
+        sampled[name] = {e.id: e.input_ids for e in read_examples(tmp_path / f"{name}.jsonl")}
+    assert sorted(sampled["a"]) == ["0", "1", "2", "4", "5"]  # the failed prompt is not written…
+    assert sampled["a"] == sampled["b"] and sampled["a"] != sampled["c"]  # same seed, same samples
+    greedy = regenerate(model, tok, prompts, tmp_path / "g.jsonl", batch_size=4, max_new_tokens=12, max_length=64,
+                        progress=False)
+    assert {e.id: e.input_ids for e in read_examples(tmp_path / "g.jsonl")} != sampled["a"]
+    assert (greedy.success, greedy.failed) == (5, 1)
+    model.generate = real_generate
+    again = regenerate(model, tok, prompts, tmp_path / "a.jsonl", batch_size=4, max_new_tokens=12, max_length=64,
+                       temperature=1.0, progress=False)
+    assert (again.success, again.skipped, again.failed) == (1, 5, 0)  # …so a resumed run retries it alone
+    static = regenerate(model, tok, prompts, tmp_path / "s.jsonl", max_new_tokens=12, max_length=64, temperature=1.0,
+                        progress=False, static_batch=4)
+    widths = {p.id: len(render_prompt(p, tok)) for p in prompts}
+    assert static.success == 6 and all(len(e.input_ids) == widths[e.id] + 12 for e in read_examples(tmp_path / "s.jsonl"))

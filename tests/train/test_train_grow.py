@@ -104,7 +104,7 @@ def test_train_fit_grows_an_init_draft_to_draft_layers_and_refuses_to_shrink_it(
     capsys.readouterr()
     assert main([*common, "--init", str(tmp_path / "b" / "final"), "--draft-layers", "3",
                  "--out", str(tmp_path / "c")]) == 2
-    assert "cannot grow a 4-layer draft to 3 layers" in capsys.readouterr().out
+    assert "cannot grow a 4-layer draft to 3 layers" in capsys.readouterr().err
 
 
 def test_a_widened_draft_gives_the_same_logits_and_confidence_and_keeps_its_trained_units():

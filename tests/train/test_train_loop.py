@@ -312,16 +312,45 @@ def test_train_fit_mode_unanchored_trains_dspark_heads_on_the_dflash_layout_and_
     assert logged[-1]["confidence"] > 0  # the DSpark loss: its confidence term is on
     capsys.readouterr()
     assert main([*args, "--mode", "dflash", "--init", str(tmp_path / "u" / "final"), "--out", str(tmp_path / "d")]) == 2
-    assert "is a draft of mode unanchored, not dflash" in capsys.readouterr().out
+    assert "is a draft of mode unanchored, not dflash" in capsys.readouterr().err
     # the layouts share every tensor name and shape: resuming the unanchored run as anchored is refused, not loaded
     assert main([*args, "--steps", "3", "--resume", "--out", str(tmp_path / "u")]) == 2
-    assert "resume with the same mode" in capsys.readouterr().out
+    assert "resume with the same mode" in capsys.readouterr().err
     # another Markov rank or depth than the run began with: one message that names what differs
     assert main([*args, "--markov-rank", "16", "--draft-layers", "3", "--mode", "unanchored", "--steps", "3",
                  "--no-markov-first-slot", "--resume", "--out", str(tmp_path / "u")]) == 2
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "num_hidden_layers 2 (this run: 3)" in out and "markov_rank 8 (this run: 16)" in out
     assert "markov_first_slot True (this run: False)" in out
     # a draft without the Markov bias at its first slot trains and comes back as one
     assert main([*args, "--mode", "unanchored", "--no-markov-first-slot", "--out", str(tmp_path / "n")]) == 0
     assert load_draft(tmp_path / "n" / "final").config.markov_first_slot is False
+
+
+def test_each_step_uses_the_warmup_cosine_rate_clips_gradients_and_shows_loss_tau_and_tokens_per_s(monkeypatch,
+                                                                                                   capsys):
+    import math
+
+    model, cfg, examples = _setup()
+    source = OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples)
+    config = replace(CONFIG, steps=10, warmup_ratio=0.3, min_lr_ratio=0.1, grad_clip=0.05, grad_accum=1, save_every=0)
+    clipped_norms = []
+    real_step = torch.optim.AdamW.step
+
+    def spy(self, *args, **kwargs):  # the gradients the optimiser sees, after clipping
+        grads = [p.grad for group in self.param_groups for p in group["params"] if p.grad is not None]
+        clipped_norms.append(float(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads]))))
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", spy)
+    history = train(_draft(model, cfg), source, config, progress=True).history
+    warmup = 3  # int(0.3 · 10)
+    expected = [config.lr * ((s + 1) / warmup if s < warmup else 0.1 + 0.9 * 0.5 * (1 + math.cos(
+        math.pi * (s - warmup) / (config.steps - warmup)))) for s in range(config.steps)]
+    assert [m.lr for m in history] == pytest.approx(expected, rel=1e-9)
+    assert expected[2] == pytest.approx(config.lr) and expected[-1] > 0.1 * config.lr  # the peak; not yet the floor
+    assert all(m.grad_norm > config.grad_clip for m in history)  # every raw norm is above the clip…
+    assert clipped_norms == pytest.approx([config.grad_clip] * config.steps, rel=1e-4)  # …and is clipped to it
+    bar = capsys.readouterr().err
+    assert "training draft" in bar and "10/10" in bar
+    assert f"loss={history[-1].loss:.4f}" in bar and f"tau={history[-1].tau:.2f}" in bar and "tok_s=" in bar

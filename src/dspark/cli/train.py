@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         return {"regenerate": _regenerate, "capture": _capture, "fit": _fit, "calibrate": _calibrate,
                 "token-counts": _token_counts}[args.action](args)
     except (ConfigError, CheckpointError, DataError, FileNotFoundError, ValueError) as err:
-        print(f"error: {err}")
+        print(f"dspark train {args.action}: error: {err}", file=sys.stderr)
         return 2
 
 

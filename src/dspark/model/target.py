@@ -1,8 +1,10 @@
 """Wraps any Hugging Face causal LM as a DSpark target: logits plus the features of the chosen layers.
 
 Layer ids follow the HF convention (id i = output of decoder layer i = `hidden_states[i + 1]`; id −1 = the embedding
-output); the final layer is never used because HF stores it after the final norm. The wrapper owns the target's KV
-cache and crops it after a rejection. It does not sample or decide acceptance.
+output, the first layer's input); the final layer is never used because HF stores it after the final norm. Forward
+hooks on the chosen decoder layers and on the final norm capture exactly those tensors, so a forward keeps m + 1
+hidden states rather than every layer's (`output_hidden_states`: 62 of them on a 61-layer target). The wrapper owns
+the target's KV cache and crops it after a rejection. It does not sample or decide acceptance.
 """
 from __future__ import annotations
 
@@ -52,6 +54,7 @@ class Target:
                 raise TargetMismatchError(
                     f"layer id {i} is out of range for a {self.num_layers}-layer target; use ids in "
                     f"[-1, {self.num_layers - 2}] (HF convention: id i is the output of decoder layer i)")
+        self.layers, self.norm = _decoder_parts(model)
         self.cache = None
 
     @classmethod
@@ -126,11 +129,19 @@ class Target:
         elif use_cache:
             self.cache.crop(0)  # …until the round is settled: trim them back to their window (full layers: no-op)
         keep = {"logits_to_keep": logits_to_keep} if logits_to_keep else {}  # HF's default: all positions
-        out = self.model(input_ids=input_ids, past_key_values=self.cache if use_cache else None,
-                         use_cache=use_cache, output_hidden_states=True, **keep)
-        hidden = out.hidden_states  # (embeddings, layer 0, …, final post-norm)
-        features = torch.cat([hidden[i + 1] for i in self.layer_ids], dim=-1)  # [B, T, m·d]
-        return TargetOutput(logits=out.logits.float(), features=features, last_hidden=hidden[-1])
+        captured: dict[int, torch.Tensor] = {}  # layer id -> [B, T, d]; len(layers) is the final norm's output
+        hooks = [self.norm.register_forward_hook(_keep_output(captured, len(self.layers)))]
+        for i in self.layer_ids:
+            hooks.append(self.layers[0].register_forward_pre_hook(_keep_input(captured, i), with_kwargs=True) if i < 0 else
+                         self.layers[i].register_forward_hook(_keep_output(captured, i)))
+        try:
+            out = self.model(input_ids=input_ids, past_key_values=self.cache if use_cache else None,
+                             use_cache=use_cache, **keep)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        features = torch.cat([captured[i] for i in self.layer_ids], dim=-1)  # [B, T, m·d]
+        return TargetOutput(logits=out.logits.float(), features=features, last_hidden=captured[len(self.layers)])
 
     def crop(self, length: int) -> None:
         """Keep only the first `length` positions of the KV cache (roll back rejected drafts)."""
@@ -139,3 +150,29 @@ class Target:
             raise ValueError(f"cannot crop a {self.cache_length}-token cache to {length} tokens")
         if remove:
             self.cache.crop(-remove)  # a negative count removes tokens in every transformers 5.x
+
+
+def _decoder_parts(model: nn.Module) -> tuple[nn.ModuleList, nn.Module]:
+    """The decoder layer list and the final norm of an HF causal LM (Llama / Qwen / Mistral / DeepSeek: `layers`,
+    `norm`; GPT-2 style: `h`, `ln_f`)."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", model)
+    layers = next((getattr(decoder, n) for n in ("layers", "h", "blocks") if hasattr(decoder, n)), None)
+    norm = next((getattr(decoder, n) for n in ("norm", "ln_f", "final_layernorm") if hasattr(decoder, n)), None)
+    if not isinstance(layers, nn.ModuleList) or norm is None:
+        raise TargetMismatchError(
+            f"cannot find the decoder layers and final norm of {type(model).__name__} (looked for `layers` / `h` / "
+            f"`blocks` and `norm` / `ln_f` / `final_layernorm` on {type(decoder).__name__}); dspark reads a target's "
+            f"features with hooks on them")
+    return layers, norm
+
+
+def _keep_output(captured: dict[int, torch.Tensor], key: int):
+    def hook(module: nn.Module, args: tuple, output) -> None:
+        captured[key] = output[0] if isinstance(output, tuple) else output
+    return hook
+
+
+def _keep_input(captured: dict[int, torch.Tensor], key: int):
+    def hook(module: nn.Module, args: tuple, kwargs: dict) -> None:
+        captured[key] = args[0] if args else kwargs["hidden_states"]
+    return hook

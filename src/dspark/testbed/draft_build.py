@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from dspark.engine.stats import GenerationStats
+from dspark.testbed.recipe import RecipeError
 
 if TYPE_CHECKING:
     from dspark.model.draft import DSparkDraft
@@ -39,6 +40,18 @@ class DraftRecipe:
     num_anchors: int = 64
     lr: float = 3e-3
     seed: int = 0
+
+    def __post_init__(self) -> None:  # before any regeneration or training starts
+        if self.mode not in ("dspark", "dflash"):
+            raise RecipeError(f"mode must be dspark or dflash, got {self.mode!r}")
+        counts = {"steps": self.steps, "prompts": self.prompts, "batch_size": self.batch_size,
+                  "num_anchors": self.num_anchors, "num_layers": self.num_layers, "target_layers": self.target_layers,
+                  "prompt_tokens": self.prompt_tokens, "response_tokens": self.response_tokens}
+        bad = [f"{name} must be >= 1 (got {value})" for name, value in counts.items() if value < 1]
+        if self.block_size < 2:
+            bad.append(f"block_size must be >= 2 (got {self.block_size})")
+        if bad:
+            raise RecipeError("; ".join(bad))
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]

@@ -45,8 +45,8 @@ class StepMetrics:
     l1: float
     confidence: float
     tau: float  # analytic τ of this step's blocks
-    lr: float
-    grad_norm: float
+    lr: float  # the learning rate this step used
+    grad_norm: float  # before clipping
     tokens_per_s: float  # real (unpadded) sequence tokens per second, all ranks (padded when the source has no lengths)
     step_s: float  # wall time of this optimiser step
 
@@ -215,7 +215,8 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
             (terms.total * world).backward()  # DDP averages gradients; the global denominator already normalises
             terms_now = [terms.total, terms.ce, terms.l1, terms.confidence, terms.tau / len(micro)]
             sums[:5] += torch.stack(terms_now).detach()
-        grad_norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(params, config.grad_clip)  # the norm before clipping
+        lr = scheduler.get_last_lr()[0]  # this step's
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
@@ -233,7 +234,7 @@ def _train(draft: DSparkDraft, source: HiddenStateSource, config: TrainConfig, o
             dist.all_reduce(sums)
         loss, ce, l1, confidence, tau, stop, grad_norm = torch.cat([sums, grad_norm.reshape(1).to(sums)]).tolist()
         step_s = max(time.perf_counter() - tick, 1e-9)
-        metrics = StepMetrics(step + 1, loss, ce, l1, confidence, tau, scheduler.get_last_lr()[0], grad_norm,
+        metrics = StepMetrics(step + 1, loss, ce, l1, confidence, tau, lr, grad_norm,
                               tokens / step_s, step_s)
         history.append(metrics)
         bar.set_postfix(loss=f"{metrics.loss:.4f}", tau=f"{metrics.tau:.2f}", tok_s=f"{metrics.tokens_per_s:.0f}")
