@@ -8,18 +8,18 @@ concatenated). Online training runs this forward once per sequence (no cache, lo
 Models have random weights and real shapes: `smollm2` (SmolLM2-135M's config, the shipped draft's five target layers
 1/8/14/21/27) and `qwen3-8b` (Qwen3-8B's config, 36 layers, hidden 4,096; five layers spread like DSpark's;
 GPU only, 16 GB in bf16). Per model, shape and method: the median forward time over the repeats (after one warm-up)
-and the peak memory the forward adds above the weights (CUDA: the allocator's peak; CPU: the process's resident
-high-water mark, one subprocess per measurement so the marks do not mix); both methods' features are compared bit
-for bit (row sums at up to 64 positions).
+and the peak memory the forward adds above the weights (CUDA: the allocator's peak; CPU, Linux: the process's resident
+high-water mark, reset before each forward through /proc/self/clear_refs after malloc_trim); both methods' features
+are compared bit for bit (row sums at up to 64 positions).
 Prints a table and one JSON line (also DIR/feature_capture.json). A benchmark, not a test.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
-import resource
+import re
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -62,10 +62,21 @@ def forward(target, method: str, ids):
         return torch.cat([hidden[i + 1] for i in target.layer_ids], dim=-1)
 
 
-def measure(name: str, method: str, rows: int, tokens: int, repeats: int, device: str, target=None) -> dict:
+def _resident(field: str) -> int:
+    """VmRSS / VmHWM of this process in bytes (Linux)."""
+    return 1024 * int(re.search(field + r":\s+(\d+)", Path("/proc/self/status").read_text()).group(1))
+
+
+def _reset_cpu_peak() -> int:
+    """Give freed heap back, reset the resident high-water mark; returns the resident bytes now."""
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    Path("/proc/self/clear_refs").write_text("5")
+    return _resident("VmRSS")
+
+
+def measure(target, name: str, method: str, rows: int, tokens: int, repeats: int, device: str) -> dict:
     import torch
 
-    target = target or build(name, device)
     ids = torch.randint(0, target.vocab_size, (rows, tokens), generator=torch.Generator().manual_seed(0)).to(device)
     cuda = device == "cuda"
     if cuda:
@@ -73,13 +84,13 @@ def measure(name: str, method: str, rows: int, tokens: int, repeats: int, device
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
     else:
-        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        base = _reset_cpu_peak()
     features = forward(target, method, ids)
     if cuda:
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
     else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+        peak = _resident("VmHWM") - base
     checksum = features.float().sum(-1)[:, :: max(1, tokens // 64)].cpu()  # [B, ≤64] to compare the methods
     del features
     times = []
@@ -103,32 +114,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a CPU child: model,method,RxT
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    if args.one:
-        name, method, shape = args.one.split(",")
-        print(json.dumps(measure(name, method, *map(int, shape.split("x")), args.repeats, device)))
-        return
     models = (args.models or ("smollm2,qwen3-8b" if device == "cuda" else "smollm2")).split(",")
     shapes = [tuple(map(int, s.split("x"))) for s in (args.shapes or ("1x8192,8x2048" if device == "cuda"
                                                                        else "1x2048,8x512")).split(",")]
     rows = []
     for name in models:
-        target = build(name, device) if device == "cuda" else None
+        target = build(name, device)
         for r, t in shapes:
             for method in METHODS:
+                rows.append(measure(target, name, method, r, t, args.repeats, device))
                 if device == "cuda":
-                    rows.append(measure(name, method, r, t, args.repeats, device, target))
                     torch.cuda.empty_cache()
-                else:
-                    child = subprocess.run([sys.executable, __file__, "--one", f"{name},{method},{r}x{t}", "--repeats",
-                                            str(args.repeats), "--threads", str(args.threads)],
-                                           capture_output=True, text=True, check=True)
-                    rows.append(json.loads(child.stdout.strip().splitlines()[-1]))
         del target
     print(f"{'model':>9} {'rows × tokens':>14} {'method':>11} {'median':>10} {'peak added':>11} {'same features':>14}")
     for i in range(0, len(rows), 2):
