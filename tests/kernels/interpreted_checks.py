@@ -1,4 +1,5 @@
-"""Run under TRITON_INTERPRET=1 by test_markov_kernel.py: prints one JSON object of measured facts.
+"""Run under TRITON_INTERPRET=1 by the kernel tests' conftest, in two halves (`interpreted_checks.py a|b`): each
+prints one JSON object of measured facts.
 
 1. `greedy_decode` equals the eager Markov loop token for token (fp32 and bf16 weights, rank 8, 20 and 32, a row
    count and a vocabulary that are not multiples of the kernel's tiles, over more than one tile of each).
@@ -409,10 +410,16 @@ def engines(model: torch.nn.Module, draft: DSparkDraft, prefix: str = "") -> dic
     return {prefix + key: value for key, value in facts.items()}
 
 
+# two halves of about equal interpreter time (~75 s each on a 2-core CI machine), run side by side by the conftest
+PARTS = {
+    "a": lambda: {**static_target_agreement(), **tree_kernel_agreement(), **layer_kernel_agreement(),
+                  **first_slot_off_agreement()},
+    "b": lambda: {**decode_agreement(), **attention_agreement(), **engines(*build_pair()), **gated_agreement(),
+                  **engines(*gated_pair(), prefix="gated_"), **vocab_decode_agreement(),
+                  **engines(*vocab_pair(), prefix="vocab_"), **tree_build_agreement(), **tree_accept_agreement()},
+}
+
 if __name__ == "__main__":
-    print(json.dumps({**decode_agreement(), **attention_agreement(), **layer_kernel_agreement(),
-                      **static_target_agreement(), **first_slot_off_agreement(), **engines(*build_pair()),
-                      **gated_agreement(), **engines(*gated_pair(), prefix="gated_"), **vocab_decode_agreement(),
-                      **engines(*vocab_pair(), prefix="vocab_"), **tree_kernel_agreement(), **tree_build_agreement(),
-                      **tree_accept_agreement()}))
+    torch.set_num_threads(1)  # the other half runs beside this one
+    print(json.dumps(PARTS[sys.argv[1]]()))
     sys.stdout.flush()
