@@ -284,3 +284,34 @@ def test_a_dflash_mode_draft_grows_trees_from_each_slots_own_distribution_and_st
         at_depth_one = {int(t) for t, d in zip(built.tokens[row], built.depth[row]) if d == 1}
         top = set(draft.base_logits(hidden)[row, 0].topk(len(at_depth_one)).indices.tolist())
         assert at_depth_one == top
+
+
+@pytest.mark.parametrize("head", ["vanilla", "gated"])
+def test_a_low_score_temperature_keeps_the_drafts_greedy_chain_in_the_tree_and_stays_lossless(head):
+    from dspark.engine.draft_step import decode_blocks
+
+    target, draft, hidden, anchors = random_tree_inputs(head)
+    chain = decode_blocks(draft, hidden, anchors, GenerationConfig(), None).tokens  # [B, γ] the block's own drafts
+    gamma = chain.shape[1]
+    for temperature, keeps_chain in ((0.02, True), (1.0, False)):
+        built = build_tree(draft, hidden, anchors, TreeShape(gamma + 2, 3, score_temperature=temperature))
+        kept = []
+        for row in range(hidden.shape[0]):
+            slot, path = 0, []
+            for depth in range(1, gamma + 1):  # follow the chain's token among each slot's children
+                children = [s for s in range(1, gamma + 3) if int(built.parent[row, s]) == slot
+                            and int(built.depth[row, s]) == depth
+                            and int(built.tokens[row, s]) == int(chain[row, depth - 1])]
+                if not children:
+                    break
+                slot = children[0]
+                path.append(slot)
+            kept.append(len(path) == gamma)
+        assert all(kept) if keeps_chain else not all(kept)  # at 1 the wide shallow tree drops the chain's tail
+    prompts = [[5, 17, 60, 2], [33], [8, 91, 40, 40, 12]]
+    config = GenerationConfig(max_new_tokens=20)
+    engine = BatchEngine(target, draft, max_batch=2, max_length=64, tree=TreeShape(9, 3, score_temperature=0.3))
+    assert [r.tokens for r in engine.generate(prompts, config)] == [generate(target, None, p, config).tokens
+                                                                   for p in prompts]
+    with pytest.raises(ValueError, match="score_temperature must be > 0"):
+        TreeShape(9, 3, score_temperature=0.0)

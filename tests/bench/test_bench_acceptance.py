@@ -98,6 +98,8 @@ def test_bad_settings_say_what_to_change():
         AcceptanceSettings(batch=0)
     with pytest.raises(BenchError, match="whole block"):
         AcceptanceSettings((0.0,), tree_nodes=8, block_size=2)
+    with pytest.raises(BenchError, match="--tree-score-temperature must be > 0"):
+        AcceptanceSettings((0.0,), tree_nodes=8, tree_score_temperature=0.0)
 
 
 def test_tree_rows_keep_every_prompt_token_and_accept_at_least_what_the_chain_accepts(tiny_pair):
@@ -112,6 +114,10 @@ def test_tree_rows_keep_every_prompt_token_and_accept_at_least_what_the_chain_ac
     sampled = run_acceptance(target, draft, PROMPTS, AcceptanceSettings((1.0,), max_new_tokens=12, tree_nodes=8,
                                                                         tree_beam=3))  # sampled trees run too
     assert [r.new_tokens for r in sampled] == [r.new_tokens for r in tree] and all(r.rounds > 0 for r in sampled)
+    sharp = AcceptanceSettings((0.0,), max_new_tokens=12, tree_nodes=8, tree_beam=3, tree_score_temperature=0.5)
+    assert sharp.as_dict()["tree_score_temperature"] == 0.5
+    deeper = run_acceptance(target, draft, PROMPTS, sharp)  # the same greedy text, another tree per round
+    assert [r.new_tokens for r in deeper] == [r.new_tokens for r in tree] and all(r.rounds > 0 for r in deeper)
 
 
 def test_batched_greedy_rows_have_the_same_rounds_as_one_prompt_at_a_time(tiny_pair):

@@ -88,7 +88,7 @@ def test_the_recorded_command_spells_out_every_option_but_progress():
     assert command_line("acceptance", ACCEPTANCE_OPTIONS, args) == (
         "dspark bench acceptance --target 'my model' --draft d --suite code --suite chat --seed 0 "
         "--temperature 0,1 --max-new-tokens 256 --draft-vocab 0 --confidence-threshold 0.0 --batch 1 --tree-nodes 0 "
-        "--tree-beam 4 --top-p 1.0 --top-k 0 "
+        "--tree-beam 4 --tree-score-temperature 1.0 --top-p 1.0 --top-k 0 "
         "--no-chat-template --device auto --dtype auto")
 
 

@@ -189,28 +189,33 @@ def tree_kernel_agreement() -> dict[str, object]:
 
 def tree_build_agreement() -> dict[str, object]:
     """The tree's beam through tree_kernel against the torch ops (random vanilla draft, fp32, several vocabulary tiles,
-    with and without a draft vocabulary and the first slot's bias)."""
+    with and without a draft vocabulary and the first slot's bias, and once with a score temperature of 0.5)."""
     from dspark.engine.tree import build_tree
     from dspark.testbed.random_pair import draft_config_for, random_draft
 
     out: dict[str, object] = {}
     model = tiny_target("llama", vocab_size=600, num_layers=3, seed=5)  # 600 ids: three 256-entry tiles
-    for first in (True, False):
-        for vocab_ids in (None, torch.randperm(600)[:300]):
-            cfg = draft_config_for(model, block_size=5, markov_rank=20).replace(markov_first_slot=first)
-            draft = random_draft(cfg, scale=3.0, seed=6)
-            draft.tie_embeddings(model.model.embed_tokens, model.lm_head)
-            restrict_draft_vocab(draft, vocab_ids)
-            hidden = torch.randn(3, cfg.num_draft_tokens, cfg.hidden_size)
-            anchors = torch.tensor([1, 250, 599])
-            fused = build_tree(draft, hidden, anchors, TreeShape(12, 4))
-            os.environ["DSPARK_KERNELS"] = "0"
-            try:
-                eager = build_tree(draft, hidden, anchors, TreeShape(12, 4))
-            finally:
-                del os.environ["DSPARK_KERNELS"]
-            name = f"tree build first{first} vocab{vocab_ids is not None}"
-            out[name] = all(torch.equal(a, b) for a, b in zip(fused.parts, eager.parts))
+    restricted = torch.randperm(600)[:300]
+    for first, vocab_ids, temperature in ((True, None, 1.0), (True, restricted, 1.0), (False, None, 1.0),
+                                          (False, restricted, 1.0), (True, None, 0.5)):
+        cfg = draft_config_for(model, block_size=5, markov_rank=20).replace(markov_first_slot=first)
+        draft = random_draft(cfg, scale=3.0, seed=6)
+        draft.tie_embeddings(model.model.embed_tokens, model.lm_head)
+        restrict_draft_vocab(draft, vocab_ids)
+        hidden = torch.randn(3, cfg.num_draft_tokens, cfg.hidden_size)
+        anchors = torch.tensor([1, 250, 599])
+        shape = TreeShape(12, 4, score_temperature=temperature)
+        fused = build_tree(draft, hidden, anchors, shape)
+        os.environ["DSPARK_KERNELS"] = "0"
+        try:
+            eager = build_tree(draft, hidden, anchors, shape)
+            unscaled = build_tree(draft, hidden, anchors, TreeShape(12, 4))
+        finally:
+            del os.environ["DSPARK_KERNELS"]
+        name = f"tree build first{first} vocab{vocab_ids is not None} temperature{temperature}"
+        out[name] = all(torch.equal(a, b) for a, b in zip(fused.parts, eager.parts))
+        if temperature != 1.0:  # the scale reached the kernel: another tree than at 1
+            out["tree temperature changes the tree"] = not torch.equal(fused.tokens, unscaled.tokens)
     return out
 
 

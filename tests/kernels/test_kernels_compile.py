@@ -85,7 +85,7 @@ def test_tree_accept_kernel_compiles_for_sm90():
 def test_tree_beam_kernels_compile_for_sm90(beam):
     children = {"base_ptr": "*bf16", "base_stride": "i32", "w1_ptr": "*bf16", "w2_ptr": "*bf16", "prev_ptr": "*i64",
                 "value_ptr": "*fp32", "index_ptr": "*i64", "max_ptr": "*fp32", "sum_ptr": "*fp32", "parents": "i32",
-                "vocab": "i32", "rank": "i32", "tiles": "i32"}
+                "vocab": "i32", "rank": "i32", "tiles": "i32", "scale": "fp32"}
     constants = {"K": beam, "BIASED": True, "RANK_TILE": 32, "BLOCK": tree_kernel.BLOCK_V}
     assert _cubin(compile_for_sm90(tree_kernel._children_kernel, children, constants))
     merge = {"value_ptr": "*fp32", "index_ptr": "*i64", "max_ptr": "*fp32", "sum_ptr": "*fp32", "scores_ptr": "*fp32",

@@ -34,6 +34,7 @@ class AcceptanceSettings:
     batch: int = 1  # sequences decoded at once (1: the batch-1 engine, prompt by prompt)
     tree_nodes: int = 0  # > 0: the batched engine verifies a tree of this many drafts per round
     tree_beam: int = 4  # the tree's nodes kept per depth
+    tree_score_temperature: float = 1.0  # the tree's node scores: log-softmax(logits / this) (TreeShape)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "temperatures", tuple(float(t) for t in self.temperatures))
@@ -49,6 +50,8 @@ class AcceptanceSettings:
             raise BenchError("--batch must be at least 1 (1: one prompt at a time)")
         if self.tree_nodes < 0 or self.tree_beam < 1:
             raise BenchError("--tree-nodes must be >= 0 (0: the chain) and --tree-beam >= 1")
+        if not self.tree_score_temperature > 0:
+            raise BenchError("--tree-score-temperature must be > 0 (1: the draft's own log-probabilities)")
         if self.tree_nodes and (self.block_size is not None or self.confidence_threshold > 0):
             raise BenchError("a tree verifies the draft's whole block: drop --block-size and --confidence-threshold")
 
@@ -56,7 +59,8 @@ class AcceptanceSettings:
         return {"temperatures": list(self.temperatures), "max_new_tokens": self.max_new_tokens, "seed": self.seed,
                 "top_p": self.top_p, "top_k": self.top_k, "block_size": self.block_size,
                 "confidence_threshold": self.confidence_threshold, "batch": self.batch,
-                "tree_nodes": self.tree_nodes, "tree_beam": self.tree_beam}
+                "tree_nodes": self.tree_nodes, "tree_beam": self.tree_beam,
+                "tree_score_temperature": self.tree_score_temperature}
 
 
 def count_work(prompts: Mapping[str, Sequence[EncodedPrompt]], settings: AcceptanceSettings) -> int:
@@ -135,7 +139,8 @@ def _batched(target: Any, draft: Any, settings: AcceptanceSettings) -> Run:
     from dspark.engine.batch import engine_for
     from dspark.engine.tree import TreeShape
 
-    tree = TreeShape(settings.tree_nodes, settings.tree_beam) if settings.tree_nodes else None
+    tree = (TreeShape(settings.tree_nodes, settings.tree_beam, score_temperature=settings.tree_score_temperature)
+            if settings.tree_nodes else None)
 
     def run(prompts, config, done):
         if not prompts:

@@ -47,6 +47,9 @@ ACCEPTANCE_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                              help="verify a tree of N drafts per round instead of the block's chain (the batch "
                                   "engine; greedy or sampled); default 0: the chain")),
     (("--tree-beam",), dict(type=int, default=4, metavar="K", help="the tree's nodes kept per depth (default 4)")),
+    (("--tree-score-temperature",), dict(type=float, default=1.0, metavar="T",
+                                         help="score the tree's nodes by log-softmax(logits / T): below 1 the trees "
+                                              "grow deeper along the draft's greedy path (default 1)")),
     (("--top-p",), dict(type=float, default=1.0)),
     (("--top-k",), dict(type=int, default=0)),
     (("--no-chat-template",), dict(action="store_true", help="feed prompts as plain text even if the tokenizer "
@@ -166,7 +169,7 @@ def _run_acceptance(args: argparse.Namespace) -> int:
     names = suite_names(args.suite) if args.suite or not args.prompts else []
     settings = AcceptanceSettings(_temperatures(args.temperature), args.max_new_tokens, args.seed, args.top_p,
                                   args.top_k, args.block_size, args.confidence_threshold, args.batch,
-                                  args.tree_nodes, args.tree_beam)
+                                  args.tree_nodes, args.tree_beam, args.tree_score_temperature)
     request = AcceptanceRequest(args.target, args.draft, args.tokenizer, tuple(names), tuple(args.prompts or ()),
                                 args.limit, args.seed, args.context_tokens, settings, args.device, args.dtype,
                                 not args.no_chat_template, _template_kwargs(args.chat_template_kwargs),

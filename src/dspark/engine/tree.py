@@ -34,17 +34,26 @@ from dspark.model.draft import DSparkDraft
 class TreeShape:
     """`nodes` drafted nodes per tree (the verify width is nodes + 1: the anchor), `beam` nodes kept per depth.
     `max_rows`: rounds over more rows than this verify the block's chain instead (a tree's extra slots are nearly
-    free at a row or two, not at 16; None: trees at every batch size)."""
+    free at a row or two, not at 16; None: trees at every batch size). `score_temperature`: nodes are scored by their
+    path's cumulative log-softmax(logits / score_temperature) — below 1 a node's best child stays close to its
+    parent's score, so the trees grow deeper along the draft's own greedy path (a draft trained toward the target's
+    full distribution, as the DSpark loss's L1 term trains it, is flatter than its greedy acceptance warrants:
+    benchmarks/results/testbed_tree/). Which children a node has does not change, only which nodes are kept; it is
+    a draft-side choice and never changes what the target commits. Not the sampling temperature."""
 
     nodes: int = 23
     beam: int = 4
     max_rows: int | None = None
+    score_temperature: float = 1.0
 
     def __post_init__(self) -> None:
         if self.beam < 1 or self.nodes < 1:
             raise ValueError(f"a tree needs nodes >= 1 and beam >= 1, got nodes={self.nodes}, beam={self.beam}")
         if self.max_rows is not None and self.max_rows < 1:
             raise ValueError(f"max_rows must be >= 1 (or None: trees at every batch size), got {self.max_rows}")
+        if not self.score_temperature > 0:
+            raise ValueError(f"score_temperature must be > 0 (1: the draft's own log-probabilities), got "
+                             f"{self.score_temperature}")
 
     def serves(self, rows: int) -> bool:
         """Whether a round over `rows` rows (a bucket's, padding included) verifies trees."""
@@ -76,22 +85,26 @@ class TreeDrafts:
 
 
 def _beam_step(draft: DSparkDraft, base: torch.Tensor, hidden: torch.Tensor, prev: torch.Tensor,
-               state: torch.Tensor | None, biased: bool, beam: int):
+               state: torch.Tensor | None, biased: bool, beam: int, temperature: float):
     """Children of the beam: base [B, V'] (one slot's logits before the bias), hidden [B, d], prev [B, P] full ids
-    and the Markov state [B·P, r] or None -> log-probabilities of the top `beam` children per parent [B, P, beam],
-    their ids (a position among V') [B, P, beam] and the next state [B·P, r] or None."""
+    and the Markov state [B·P, r] or None -> scores (log-softmax of the logits / temperature) of the top `beam`
+    children per parent [B, P, beam], their ids (a position among V') [B, P, beam] and the next state [B·P, r] or
+    None."""
     b, p = prev.shape
     logits = base[:, None].expand(b, p, base.shape[-1]).float()  # [B, P, V']
     head, vocab = draft.markov_head, draft.draft_vocab
-    if head is None:  # no Markov head: every parent's children come from the slot's own distribution
-        top = torch.log_softmax(logits, dim=-1).topk(beam, dim=-1)  # [B, P, beam]
-        return top.values, top.indices, None
-    mixed, state = head.step_features(prev.reshape(-1), hidden[:, None].expand(b, p, -1).reshape(b * p, -1), state)
-    if biased:
-        w2 = head.markov_w2 if vocab is None else vocab.markov_w2
-        logits = logits + w2(mixed).view(b, p, -1)  # [B, P, V'] fp32
+    state_next = None
+    if head is not None:
+        mixed, state_next = head.step_features(prev.reshape(-1), hidden[:, None].expand(b, p, -1).reshape(b * p, -1),
+                                               state)
+        if biased:
+            w2 = head.markov_w2 if vocab is None else vocab.markov_w2
+            logits = logits + w2(mixed).view(b, p, -1)  # [B, P, V'] fp32
+    # no Markov head: every parent's children come from the slot's own distribution
+    if temperature != 1.0:
+        logits = logits * (1.0 / temperature)  # as tree_kernel scales them, bit for bit
     top = torch.log_softmax(logits, dim=-1).topk(beam, dim=-1)  # [B, P, beam]
-    return top.values, top.indices, state
+    return top.values, top.indices, state_next
 
 
 def build_tree(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, shape: TreeShape) -> TreeDrafts:
@@ -107,18 +120,21 @@ def build_tree(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, 
 
     if tree_kernel.usable(draft.markov_head, hidden) and gamma * k <= tree_kernel.MAX_POOL and not k & (k - 1):
         # two launches a depth and one for the choice (tree_kernel.py)
-        return TreeDrafts(*tree_kernel.select(*_kernel_beams(draft, base, anchors, k), anchors, shape.nodes))
+        beams = _kernel_beams(draft, base, anchors, k, 1.0 / shape.score_temperature)
+        return TreeDrafts(*tree_kernel.select(*beams, anchors, shape.nodes))
     head = draft.markov_head
     state = head.init_state(b, hidden.device, hidden.dtype) if head is not None else None
+    temperature = shape.score_temperature
     lp, ids, state = _beam_step(draft, base[:, 0], hidden[:, 0], anchors[:, None], state,
-                                draft.config.markov_first_slot, k)  # [B, 1, k]
+                                draft.config.markov_first_slot, k, temperature)  # [B, 1, k]
     scores, tokens = lp[:, 0], full(ids[:, 0])  # [B, k]
     parents = torch.zeros_like(tokens)  # [B, k] beam index at the previous depth (the anchor at depth 0)
     if state is not None:
         state = state.repeat_interleave(k, dim=0)  # [B·k, r]
     pool_scores, pool_tokens, pool_parents = [scores], [tokens], [parents]
     for slot in range(1, gamma):
-        lp, ids, state = _beam_step(draft, base[:, slot], hidden[:, slot], tokens, state, True, k)  # [B, k, k]
+        lp, ids, state = _beam_step(draft, base[:, slot], hidden[:, slot], tokens, state, True, k,
+                                    temperature)  # [B, k, k]
         total = (scores[:, :, None] + lp).reshape(b, k * k)  # [B, k²] cumulative log-probability
         scores, pick = total.topk(k, dim=-1)  # [B, k]
         parents = pick // k  # [B, k]
@@ -133,8 +149,8 @@ def build_tree(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, 
                    anchors, shape.nodes)
 
 
-def _kernel_beams(draft: DSparkDraft, base: torch.Tensor, anchors: torch.Tensor,
-                  k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _kernel_beams(draft: DSparkDraft, base: torch.Tensor, anchors: torch.Tensor, k: int,
+                  scale: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Every depth's beam through tree_kernel: base [B, γ, V'] -> scores, tokens, parents [B, γ, k]."""
     head, vocab = draft.markov_head, draft.draft_vocab
     w1 = head.markov_w1.weight
@@ -143,7 +159,7 @@ def _kernel_beams(draft: DSparkDraft, base: torch.Tensor, anchors: torch.Tensor,
     tokens, beams = anchors[:, None], []
     for slot in range(base.shape[1]):
         biased = slot > 0 or draft.config.markov_first_slot
-        scores, tokens, parents = tree_kernel.beam_step(base[:, slot], w1, w2, tokens, scores, k, ids, biased)
+        scores, tokens, parents = tree_kernel.beam_step(base[:, slot], w1, w2, tokens, scores, k, ids, biased, scale)
         beams.append((scores, tokens, parents))
     return tuple(torch.stack(part, 1) for part in zip(*beams))  # type: ignore[return-value]
 

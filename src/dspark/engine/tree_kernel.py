@@ -54,8 +54,8 @@ if triton is not None:
 
     @triton.jit
     def _children_kernel(base_ptr, base_stride, w1_ptr, w2_ptr, prev_ptr, value_ptr, index_ptr, max_ptr, sum_ptr,
-                         parents, vocab, rank, tiles, K: tl.constexpr, BIASED: tl.constexpr, RANK_TILE: tl.constexpr,
-                         BLOCK: tl.constexpr):
+                         parents, vocab, rank, tiles, scale, K: tl.constexpr, BIASED: tl.constexpr,
+                         RANK_TILE: tl.constexpr, BLOCK: tl.constexpr):
         node = tl.program_id(0).to(tl.int64)  # row · parents + parent
         tile = tl.program_id(1)
         row = node // parents
@@ -71,6 +71,7 @@ if triton is not None:
                         mask=inside[:, None] & in_rank[None, :], other=0.0).to(tl.float32)  # [BLOCK, R]
             bias = tl.sum(w * u[None, :], axis=1).to(w2_ptr.dtype.element_ty).to(tl.float32)  # rounded as the GEMM
             logits = logits + bias
+        logits = logits * scale  # 1 / the tree's score temperature
         logits = tl.where(inside, logits, float("-inf"))
         top = tl.max(logits, axis=0)
         out = node * tiles + tile
@@ -209,12 +210,13 @@ def select(scores: torch.Tensor, tokens: torch.Tensor, parents: torch.Tensor, an
 
 
 def beam_step(base: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, prev: torch.Tensor, scores: torch.Tensor,
-              beam: int, token_ids: torch.Tensor | None = None,
-              biased: bool = True) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+              beam: int, token_ids: torch.Tensor | None = None, biased: bool = True,
+              scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """One depth: base [B, V'] (this slot's logits before the bias; V' = K ids with a draft vocabulary), W1 [V, r],
     W2 [V', r], the beam's tokens prev [B, P] (full ids) and scores [B, P] -> the next beam's scores [B, beam] (fp32),
     tokens [B, beam] (full ids via token_ids [V'] when given) and parents [B, beam] (indices into P). `biased` False:
-    no Markov bias (a first slot without it)."""
+    no Markov bias (a first slot without it). `scale`: the logits are multiplied by it before the log-softmax (1 /
+    the tree's score temperature)."""
     b, parents = prev.shape
     vocab, rank = w2.shape
     tiles = triton.cdiv(vocab, BLOCK_V)
@@ -226,7 +228,7 @@ def beam_step(base: torch.Tensor, w1: torch.Tensor, w2: torch.Tensor, prev: torc
     sums = torch.empty(nodes, tiles, dtype=torch.float32, device=device)
     prev = prev.contiguous()
     _children_kernel[(nodes, tiles)](base, base.stride(0), w1, w2, prev, values, indices, maxima, sums, parents,
-                                     vocab, rank, tiles, K=beam, BIASED=biased,
+                                     vocab, rank, tiles, scale, K=beam, BIASED=biased,
                                      RANK_TILE=max(16, triton.next_power_of_2(rank)), BLOCK=BLOCK_V)
     out_scores = torch.empty(b, beam, dtype=torch.float32, device=device)
     out_tokens = torch.empty(b, beam, dtype=torch.long, device=device)
