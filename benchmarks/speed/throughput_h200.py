@@ -204,7 +204,8 @@ def matrix(args: argparse.Namespace, state: dict, sections: Sections) -> Any:
                                     prompts="code", settings=settings, engine=args.engine, command=state["command"],
                                     methods=tuple(args.methods.split(",")) if args.methods else None,
                                     draft_vocab=args.draft_vocab, tree_nodes=args.tree_nodes,
-                                    tree_beam=args.tree_beam, tree_max_rows=args.tree_max_rows)
+                                    tree_beam=args.tree_beam, tree_max_rows=args.tree_max_rows,
+                                    tree_score_temperature=args.tree_score_temperature)
     result = job.measure_throughput(request, state["models"], state["prompts"], state["suite"], state["skipped"],
                                     args.work, progress_line)
     state["result"] = result
@@ -370,6 +371,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tree-nodes", type=int, default=23, help="dspark-tree: drafted nodes per tree")
     parser.add_argument("--tree-beam", type=int, default=4, help="dspark-tree: nodes kept per depth")
+    parser.add_argument("--tree-score-temperature", type=float, default=1.0,
+                        help="dspark-tree: nodes scored by log-softmax(logits / T) (TreeShape.score_temperature)")
     parser.add_argument("--tree-max-rows", type=int, default=0,
                         help="dspark-tree: rounds over more rows verify the chain (0: trees at every level)")
     parser.add_argument("--methods", help="comma-separated subset of the matrix's methods (default: all)")

@@ -284,6 +284,8 @@ def test_cli_asks_for_the_models_a_named_method_needs(model_dirs, tmp_path, caps
     assert "--target PATH" in capsys.readouterr().err
     assert main(["bench", "throughput", "--smollm2", "--methods", "plain,fast"]) == 2
     assert "unknown method 'fast'" in capsys.readouterr().err
+    assert main(["bench", "throughput", "--smollm2", "--methods", "dspark-tree", "--tree-score-temperature", "0"]) == 2
+    assert "--tree-score-temperature must be > 0" in capsys.readouterr().err
 
 
 def test_the_smollm2_flag_runs_the_converted_smollm2_folder_as_the_target(model_dirs, monkeypatch, tmp_path, capsys):

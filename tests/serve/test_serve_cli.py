@@ -59,8 +59,10 @@ def test_dry_run_describes_the_embedded_default(capsys):
                   "target_layer_ids": list(default.draft.config.target_layer_ids),
                   "draft_vocab": default.draft.config.vocab_size, "tree": None},
         "max_concurrency": 4, "api_key_required": False}
-    code, out, _ = dry_run(capsys, "--tree-nodes", "12", "--tree-beam", "3", "--tree-max-rows", "2")
-    assert code == 0 and json.loads(out)["draft"]["tree"] == {"nodes": 12, "beam": 3, "max_rows": 2}
+    code, out, _ = dry_run(capsys, "--tree-nodes", "12", "--tree-beam", "3", "--tree-max-rows", "2",
+                           "--tree-score-temperature", "0.5")
+    assert code == 0 and json.loads(out)["draft"]["tree"] == {"nodes": 12, "beam": 3, "max_rows": 2,
+                                                              "score_temperature": 0.5}
 
 
 @pytest.mark.parametrize("flags, says", [
@@ -73,6 +75,7 @@ def test_dry_run_describes_the_embedded_default(capsys):
     (["--api-key", " "], "--api-key is empty"),
     (["--threads", "0"], "--threads must be >= 1"),
     (["--algorithm1", "--confidence-threshold", "0.3"], "choose one"),
+    (["--tree-nodes", "8", "--tree-score-temperature", "0"], "--tree-score-temperature must be > 0"),
     (["--tree-nodes", "8", "--block-size", "3"], "whole block"),
     (["--tree-nodes", "999"], "candidates"),
 ])

@@ -249,10 +249,13 @@ class ThroughputRequest:
     tree_nodes: int = 23  # dspark-tree: drafted nodes per tree
     tree_beam: int = 4  # dspark-tree: nodes kept per depth
     tree_max_rows: int = 0  # dspark-tree: rounds over more rows verify the chain (0: trees at every level)
+    tree_score_temperature: float = 1.0  # the tree methods' node scores: log-softmax(logits / this) (TreeShape)
 
     def __post_init__(self) -> None:
         if self.verify not in VERIFY_SHAPES:
             raise BenchError(f"--verify must be one of {tuple(VERIFY_SHAPES)}, got {self.verify!r}")
+        if not self.tree_score_temperature > 0:
+            raise BenchError("--tree-score-temperature must be > 0 (1: the draft's own log-probabilities)")
         if (self.target is None) == (not self.smollm2):
             raise BenchError("give the target: either --target PATH (a local Hugging Face folder) or --smollm2")
 
@@ -288,7 +291,8 @@ def measure_throughput(request: ThroughputRequest, models: ThroughputModels, pro
     settings = request.settings
     methods, costs = build_methods(models, settings, request.methods, request.schedulers, request.engine, work,
                                    max(len(p) for p in prompts), cuda_graphs, request.verify,
-                                   TreeShape(request.tree_nodes, request.tree_beam, request.tree_max_rows or None))
+                                   TreeShape(request.tree_nodes, request.tree_beam, request.tree_max_rows or None,
+                                             request.tree_score_temperature))
     rows = run_matrix(methods, prompts, settings, suite.name, sync=cuda_sync(models.device), progress=progress)
     return BenchResult(
         run=collect_run_info(request.command, models.device), target=str(request.target), draft=request.draft,
@@ -297,6 +301,6 @@ def measure_throughput(request: ThroughputRequest, models: ThroughputModels, pro
                   "prompts_skipped": skipped, "distinct_prompts": len(prompts),
                   "eos_token_ids": list(models.eos_token_ids), "chat_template": request.chat_template,
                   "draft_vocab": request.draft_vocab, "tree_nodes": request.tree_nodes, "tree_beam": request.tree_beam,
-                  "tree_max_rows": request.tree_max_rows,
+                  "tree_max_rows": request.tree_max_rows, "tree_score_temperature": request.tree_score_temperature,
                   "step_costs": costs.as_dict() if costs is not None else None},
         suites=(suite,), throughput=rows)

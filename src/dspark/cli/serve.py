@@ -62,6 +62,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--tree-max-rows", type=int, default=0, metavar="R",
                         help="rounds over more than R rows verify the block's chain instead of trees (on the H200 "
                              "with SmolLM2 trees win at 1 row, the chain from 4); default 0: trees at every batch size")
+    engine.add_argument("--tree-score-temperature", type=float, default=1.0, metavar="T",
+                        help="score the tree's nodes by log-softmax(logits / T): below 1 the trees grow deeper along "
+                             "the draft's greedy path (default 1)")
     engine.add_argument("--per-request-spec-metrics", default="summary", choices=("none", "summary", "detailed"),
                         help="metrics.speculative_decoding in each response, as vLLM's flag (default summary)")
     engine.add_argument("--threads", type=int,
@@ -83,7 +86,8 @@ def _describe(served, settings) -> dict:
                  spec_tokens_per_round(served, settings), "target_layer_ids": list(cfg.target_layer_ids),
                  "draft_vocab": cfg.vocab_size if vocab is None else len(vocab.token_ids),
                  "tree": {"nodes": settings.tree_nodes, "beam": settings.tree_beam,
-                          "max_rows": settings.tree_max_rows or None} if settings.tree_nodes else None}
+                          "max_rows": settings.tree_max_rows or None,
+                          "score_temperature": settings.tree_score_temperature} if settings.tree_nodes else None}
     return {"model": served.name, "url": f"http://{settings.host}:{settings.port}", "context_length":
             served.context_length, "draft": draft, "max_concurrency": settings.max_concurrency,
             "api_key_required": settings.api_key is not None}
@@ -104,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
             max_queue=args.max_queue, max_model_len=args.max_model_len, block_size=args.block_size,
             confidence_threshold=args.confidence_threshold, algorithm1=args.algorithm1,
             tree_nodes=args.tree_nodes, tree_beam=args.tree_beam, tree_max_rows=args.tree_max_rows,
-            spec_metrics=args.per_request_spec_metrics)
+            tree_score_temperature=args.tree_score_temperature, spec_metrics=args.per_request_spec_metrics)
         if args.threads is not None and args.threads < 1:
             raise ValueError("--threads must be >= 1")
         from transformers.utils import logging as hf_logging

@@ -67,7 +67,8 @@ def tree_shape(served: ServedModel, settings: ServeSettings) -> TreeShape | None
     if not batching_supported(served):
         raise ServeSetupError("--tree-nodes runs in the batched engine, which does not run this target "
                               "(Llama / Qwen3 / Qwen2 / Mistral do); leave --tree-nodes out")
-    shape = TreeShape(settings.tree_nodes, settings.tree_beam, settings.tree_max_rows or None)
+    shape = TreeShape(settings.tree_nodes, settings.tree_beam, settings.tree_max_rows or None,
+                      settings.tree_score_temperature)
     try:
         shape.check(served.draft.config.num_draft_tokens)
     except ValueError as exc:

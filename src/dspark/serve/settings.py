@@ -25,6 +25,7 @@ class ServeSettings:
     tree_nodes: int = 0  # > 0: verify a tree of this many drafts per round (engine/tree.py; the batched engine)
     tree_beam: int = 4  # the tree's nodes kept per depth
     tree_max_rows: int = 0  # rounds over more rows than this verify the chain (0: trees at every batch size)
+    tree_score_temperature: float = 1.0  # the tree's node scores: log-softmax(logits / this) (TreeShape)
     spec_metrics: str = "summary"  # per-request `metrics.speculative_decoding`: none | summary | detailed
     default_completion_tokens: int = 16  # /v1/completions max_tokens when the request leaves it out (OpenAI's)
     max_request_bytes: int = 8 * 1024 * 1024
@@ -49,6 +50,8 @@ class ServeSettings:
         if self.tree_nodes < 0 or self.tree_beam < 1 or self.tree_max_rows < 0:
             raise ServeSetupError("--tree-nodes must be >= 0 (0: the block's chain), --tree-beam >= 1 and "
                                   "--tree-max-rows >= 0 (0: trees at every batch size)")
+        if not self.tree_score_temperature > 0:
+            raise ServeSetupError("--tree-score-temperature must be > 0 (1: the draft's own log-probabilities)")
         if self.tree_nodes and (self.block_size is not None or self.confidence_threshold > 0 or self.algorithm1):
             raise ServeSetupError("a tree verifies the draft's whole block every round: drop --block-size, "
                                   "--confidence-threshold and --algorithm1, or --tree-nodes")
