@@ -10,7 +10,8 @@
 #   DEADLINE=s METHODS=a,b bash benchmarks/speed/lease_speed.sh s4   # carry stage_b: part 3 + wheels; the benchmark
 #   bash benchmarks/speed/lease_speed.sh s5   # carry stage_t (held-out prompts as a JSONL with suites heldout-code /
 #       heldout-math; stage.sh builds it): more tree shapes at batch 1 (TREE_SHAPES, nodes/beam) and held-out τ, chain
-#       against tree, at HELDOUT_T (0 default; 0,1 adds sampled τ)
+#       against tree, at HELDOUT_T (0 default; 0,1 adds sampled τ); SCORE_TEMPS (default 1): the trees' score
+#       temperatures (TreeShape.score_temperature), each shape and each held-out tree run once per value
 # s4 and s5 take SPEED_VOCAB (--draft-vocab K), SPEED_PROMPTS (batch-1 requests, default 40), CONCURRENCY and
 # TREE_NODES / TREE_BEAM (the dspark-tree method's shape); s4 takes TREE_MAX_ROWS, WAVES / REPEATS and RESERVE
 #   (seconds the matrix leaves for the profile and report; 0 with a short DEADLINE skips the profile); PROFILE_ARGS
@@ -38,19 +39,26 @@ s4)
         --out /root/speed 2>&1 | tee /root/speed.log || true   # whatever happened, the files below come back
     mkdir -p $OUT /root/speed && cp /root/speed.log /root/speed/ && tar -C /root -cf $OUT/speed.tar speed ;;
 s5)
+    [ -d /tmp/site/gguf ] || install_packages  # a machine s4 did not install on (carry stage_b then)
     DRAFT=src/dspark/assets/smollm2-135m-instruct-dspark
     for shape in ${TREE_SHAPES-31/8 47/8}; do  # TREE_SHAPES="" skips them
+      for st in ${SCORE_TEMPS:-1}; do  # TreeShape.score_temperature values
+        name="tree-${shape%/*}-${shape#*/}-t$st"
         python3 benchmarks/speed/throughput_h200.py --prompts /root/stage/eval_prompts.jsonl --methods plain,dspark-tree \
             --concurrency 1 --deadline 150 --method-budget 30 --draft-vocab "${SPEED_VOCAB:-0}" \
             --num-prompts "${SPEED_PROMPTS:-40}" --tree-nodes "${shape%/*}" --tree-beam "${shape#*/}" \
-            --out "/root/tree-${shape%/*}-${shape#*/}" > "/root/tree-${shape%/*}-${shape#*/}.log" 2>&1 || true
-        grep -a "dspark-tree\|plain  " "/root/tree-${shape%/*}-${shape#*/}.log" | head -4
+            --tree-score-temperature "$st" --out "/root/$name" > "/root/$name.log" 2>&1 || true
+        grep -a "dspark-tree\|plain  " "/root/$name.log" | head -4
+      done
     done
     for nodes in 0 ${TREE_NODES:-23}; do  # held-out τ on the GPU engine (HELDOUT_T: 0, 1 or 0,1): chain (0), tree
+      for st in $([ "$nodes" = 0 ] && echo 1 || echo "${SCORE_TEMPS:-1}"); do
         PYTHONPATH=src:/tmp/site python3 -m dspark.cli bench acceptance --target /root/dspark-bench/smollm2 \
             --draft $DRAFT --prompts stage_t/heldout.jsonl --temperature "${HELDOUT_T:-0}" --max-new-tokens 256 \
             --draft-vocab "${SPEED_VOCAB:-0}" --tree-nodes $nodes --tree-beam "${TREE_BEAM:-4}" --batch 8 \
-            --no-progress --out /root/heldout/tree-$nodes.json 2>&1 | grep -av -i warn | tail -n 6 || true
+            --tree-score-temperature "$st" --no-progress --out /root/heldout/tree-$nodes-t$st.json 2>&1 \
+            | grep -av -i warn | tail -n 6 || true
+      done
     done
     mkdir -p $OUT && tar -C /root -cf $OUT/tree.tar heldout $(cd /root && ls -d tree-*) ;;
 *)
