@@ -102,8 +102,9 @@ def measure(target, name: str, method: str, rows: int, tokens: int, repeats: int
         if cuda:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - began)
-    return {"model": name, "method": method, "rows": rows, "tokens": tokens, "median_ms": 1000 * statistics.median(times),
-            "peak_added_mib": peak / 2**20, "checksum": checksum.tolist()}
+    return {"model": name, "method": method, "rows": rows, "tokens": tokens,
+            "median_ms": 1000 * statistics.median(times), "peak_added_mib": peak / 2**20,
+            "checksum": checksum.tolist()}
 
 
 def main() -> None:

@@ -246,4 +246,5 @@ def test_sampled_regeneration_is_seeded_and_a_prompt_that_always_fails_is_counte
     static = regenerate(model, tok, prompts, tmp_path / "s.jsonl", max_new_tokens=12, max_length=64, temperature=1.0,
                         progress=False, static_batch=4)
     widths = {p.id: len(render_prompt(p, tok)) for p in prompts}
-    assert static.success == 6 and all(len(e.input_ids) == widths[e.id] + 12 for e in read_examples(tmp_path / "s.jsonl"))
+    assert static.success == 6
+    assert all(len(e.input_ids) == widths[e.id] + 12 for e in read_examples(tmp_path / "s.jsonl"))

@@ -37,9 +37,9 @@ THROUGHPUT_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
     (("--tree-beam",), dict(type=int, default=4, help="the tree methods: nodes kept per depth (default 4)")),
     (("--tree-max-rows",), dict(type=int, default=0, help="the tree methods: rounds over more rows than this verify "
                                                           "the block's chain (default 0: trees at every level)")),
-    (("--tree-score-temperature",), dict(type=float, default=1.0, help="the tree methods: nodes scored by "
-                                                                       "log-softmax(logits / T); below 1 the trees grow "
-                                                                       "deeper (default 1)")),
+    (("--tree-score-temperature",), dict(type=float, default=1.0,
+                                         help="the tree methods: nodes scored by log-softmax(logits / T); below 1 the "
+                                              "trees grow deeper (default 1)")),
     (("--schedulers",), dict(default="none,threshold,algorithm1", help="DSpark block schedulers (default all)")),
     (("--threshold",), dict(type=float, default=0.3, help="the threshold scheduler's confidence cut (default 0.3)")),
     (("--temperature",), dict(type=float, default=0.0, help="0 is greedy (default); losslessness is checked at 0")),

@@ -131,9 +131,10 @@ class Target:
         keep = {"logits_to_keep": logits_to_keep} if logits_to_keep else {}  # HF's default: all positions
         captured: dict[int, torch.Tensor] = {}  # layer id -> [B, T, d]; len(layers) is the final norm's output
         hooks = [self.norm.register_forward_hook(_keep_output(captured, len(self.layers)))]
-        for i in self.layer_ids:
-            hooks.append(self.layers[0].register_forward_pre_hook(_keep_input(captured, i), with_kwargs=True) if i < 0 else
-                         self.layers[i].register_forward_hook(_keep_output(captured, i)))
+        for i in self.layer_ids:  # id −1: the first layer's input (the embedding output)
+            layer = self.layers[max(i, 0)]
+            hooks.append(layer.register_forward_pre_hook(_keep_input(captured, i), with_kwargs=True) if i < 0
+                         else layer.register_forward_hook(_keep_output(captured, i)))
         try:
             out = self.model(input_ids=input_ids, past_key_values=self.cache if use_cache else None,
                              use_cache=use_cache, **keep)
