@@ -94,13 +94,12 @@ def _beam_step(draft: DSparkDraft, base: torch.Tensor, hidden: torch.Tensor, pre
     logits = base[:, None].expand(b, p, base.shape[-1]).float()  # [B, P, V']
     head, vocab = draft.markov_head, draft.draft_vocab
     state_next = None
-    if head is not None:
+    if head is not None:  # without a Markov head every parent's children come from the slot's own distribution
         mixed, state_next = head.step_features(prev.reshape(-1), hidden[:, None].expand(b, p, -1).reshape(b * p, -1),
                                                state)
         if biased:
             w2 = head.markov_w2 if vocab is None else vocab.markov_w2
             logits = logits + w2(mixed).view(b, p, -1)  # [B, P, V'] fp32
-    # no Markov head: every parent's children come from the slot's own distribution
     if temperature != 1.0:
         logits = logits * (1.0 / temperature)  # as tree_kernel scales them, bit for bit
     top = torch.log_softmax(logits, dim=-1).topk(beam, dim=-1)  # [B, P, beam]
