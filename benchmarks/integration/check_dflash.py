@@ -1,7 +1,7 @@
 """dflash (PyPI, z-lab's reference) loads our DFlash-layout export with its `DFlashDraftModel` and its
 `dflash_generate` produces the same greedy tokens, round by round, as dspark's engine.
 
-Run in the peers venv after tiny_pair.py: `/root/venvs/peers/bin/python benchmarks/integration/check_dflash.py
+Run in the peers venv after tiny_pair.py: `$PEERS_VENV/bin/python benchmarks/integration/check_dflash.py
 --work DIR`. The export is made with `dspark export --layout dflash`; the reference loads it with
 `DFlashDraftModel.from_pretrained` and generates against the same target folder. A forward pre-hook on the target
 (it observes, changes nothing) records each block dflash verifies, from which its per-round acceptance lengths

@@ -1,7 +1,7 @@
 """speculators (PyPI, vLLM project) loads our speculators export with its own DSpark model and computes the same
 logits as dspark on the same inputs.
 
-Run in the peers venv (setup_peers.sh): `/root/venvs/peers/bin/python benchmarks/integration/check_speculators.py`.
+Run in the peers venv (setup_peers.sh): `$PEERS_VENV/bin/python benchmarks/integration/check_speculators.py`.
 For each conformance draft (vanilla / gated / rnn Markov heads, trained by DeepSpec): `dspark export --layout
 speculators`, then `speculators.models.dspark.DSparkDraftModel.from_pretrained` on that folder (it reloads the
 embedding / LM head from the verifier recorded in the export). Its training forward (`_backbone_forward`: its

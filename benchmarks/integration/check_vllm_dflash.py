@@ -2,7 +2,7 @@
 acceptance it reports on /metrics equals dspark's engine on the same prompts (greedy).
 
 Run in the vLLM venv (setup_vllm.sh) after tiny_pair.py:
-  /root/venvs/vllm/bin/python benchmarks/integration/check_vllm_dflash.py --work DIR
+  $VLLM_VENV/bin/python benchmarks/integration/check_vllm_dflash.py --work DIR
 The export is made with `dspark export --layout dflash` (project venv). The server is
 `python -m vllm.entrypoints.openai.api_server` on 127.0.0.1, float32, --enforce-eager, started in its own process
 group and stopped by its pid at the end. Requests go one at a time (prompt given as token ids, temperature 0,

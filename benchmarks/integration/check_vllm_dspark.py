@@ -1,6 +1,6 @@
 """vLLM's own config parser and DSpark model class accept our DSpark exports (no engine start).
 
-Run in the vLLM venv after tiny_pair.py: `/root/venvs/vllm/bin/python benchmarks/integration/check_vllm_dspark.py
+Run in the vLLM venv after tiny_pair.py: `$VLLM_VENV/bin/python benchmarks/integration/check_vllm_dspark.py
 --work DIR`. vLLM 0.32 runs DSpark only on its V2 (GPU, Triton) model runner, so a CPU server cannot start it;
 `VllmConfig` says so and the check records that message. What can run here, and does, for the DeepSpec export
 (`Qwen3DSparkModel`, with the target's embedding / LM head) and the speculators export of the same draft:

@@ -1,7 +1,8 @@
 """Shared plumbing of the integration scripts: run the dspark CLI, and record a result with its command and commit.
 
-Results go to benchmarks/results/integration/<name>.json: the check's own JSON plus the exact command line, the git
-commit of the checkout (and whether it had uncommitted changes), the host's Python and the time it ran.
+Results go to benchmarks/results/integration/result.json, one entry per check under "checks": the check's own JSON plus
+the exact command line, the git commit of the checkout (and whether it had uncommitted changes), the host's Python and
+the time it ran. Set DSPARK_RESULTS to write elsewhere.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-RESULTS = REPO / "benchmarks" / "results" / "integration"
+RESULTS = Path(os.environ.get("DSPARK_RESULTS", REPO / "benchmarks" / "results" / "integration"))
 PROJECT_PYTHON = REPO / ".venv" / "bin" / "python"
 
 
@@ -43,8 +44,10 @@ def record(name: str, result: dict) -> Path:
             "commit": _git("rev-parse", "HEAD"), "uncommitted_changes": bool(_git("status", "--porcelain")),
             "python": platform.python_version(), "machine": f"{platform.machine()} CPU, {os.cpu_count()} cores",
             "ran_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), **result}
-    path = RESULTS / f"{name}.json"
+    path = RESULTS / "result.json"
+    merged = json.loads(path.read_text()) if path.exists() else {}
+    merged.setdefault("checks", {})[name] = data
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    tmp.write_text(json.dumps(merged, indent=1) + "\n")
     os.replace(tmp, path)
     return path

@@ -3,14 +3,14 @@
 #   benchmarks/integration/run_all.sh [WORK_DIR]
 # WORK_DIR (default /tmp/integration-work) holds the tiny target, drafts, exports and server logs; its path must not
 # contain "dspark", "dflash" or "eagle", or vLLM would pick the speculative method from the path, not the config.
-# Each check records its JSON (with command and commit) in benchmarks/results/integration/. Exit status 1 if any
+# Each check records its JSON (with command and commit) in benchmarks/results/integration/result.json. Exit status 1 if any
 # check failed.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 WORK="${1:-/tmp/integration-work}"
-VLLM="${VLLM_VENV:-/root/venvs/vllm}"
-PEERS="${PEERS_VENV:-/root/venvs/peers}"
+VLLM="${VLLM_VENV:-$HOME/venvs/vllm}"
+PEERS="${PEERS_VENV:-$HOME/venvs/peers}"
 "$HERE/setup_vllm.sh" || exit 1
 "$HERE/setup_peers.sh" || exit 1
 rm -rf "$WORK" && mkdir -p "$WORK"

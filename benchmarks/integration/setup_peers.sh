@@ -2,11 +2,11 @@
 # Create the venv with the peer implementations the integration suite compares against (outside the repo):
 #   speculators 0.9.0 (vLLM project) and dflash 0.1.0 (z-lab), on the CPU torch 2.13.0 + transformers 5.17.0 that
 #   dspark itself is tested with; dspark is installed editable from this checkout, without touching its own venv.
-#   PEERS_VENV (default /root/venvs/peers), PYTHON311 (default python3.11).
+#   PEERS_VENV (default $HOME/venvs/peers), PYTHON311 (default python3.11).
 # speculators requires torchvision / torchaudio, whose PyPI builds are CUDA builds that pull a CUDA torch; its model
 # code does not use them, so it is installed --no-deps with the dependencies it imports listed here.
 set -euo pipefail
-VENV="${PEERS_VENV:-/root/venvs/peers}"
+VENV="${PEERS_VENV:-$HOME/venvs/peers}"
 PY="${PYTHON311:-python3.11}"
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c "import speculators, dflash, dspark" 2>/dev/null; then
