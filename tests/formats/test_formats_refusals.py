@@ -193,3 +193,18 @@ def test_dspark_heads_on_the_dflash_layout_are_refused_where_the_layout_would_lo
         export_draft(make_native(tmp_path, "tiny-unanchored"), tmp_path / "out", layout, WITH_TARGET)
     assert "speculators" in str(err.value) or "DSpark" in str(err.value)
     assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_a_removed_markov_first_slot_option_loads_when_true_and_is_refused_when_false(tmp_path):
+    from dspark.formats.native import load_draft
+
+    folder = make_native(tmp_path)
+    raw = json.loads((folder / "config.json").read_text())
+    assert "markov_first_slot" not in raw  # no longer written
+    (folder / "config.json").write_text(json.dumps({**raw, "markov_first_slot": True}))
+    assert load_draft(folder).config.block_size == raw["block_size"]  # true is what every draft does: ignored
+    (folder / "config.json").write_text(json.dumps({**raw, "markov_first_slot": False}))
+    with pytest.raises(CheckpointError, match="markov_first_slot is false.*removed.*retrain"):
+        load_draft(folder)
+    with pytest.raises(CheckpointError, match="markov_first_slot is false"):
+        import_draft(folder, tmp_path / "imported")

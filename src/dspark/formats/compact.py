@@ -16,6 +16,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
+from dspark.formats.layout import CheckpointError
+
 STORAGE_KEY, DTYPE_KEY = "dspark_storage", "dspark_dtype"
 INT8_ROWS = "int8-rows"
 SCALE_SUFFIX = "_scale"
@@ -78,6 +80,4 @@ def read_weight_file(file: str | Path) -> dict[str, torch.Tensor]:
 
 
 def _error(message: str) -> Exception:
-    from dspark.formats.native import CheckpointError  # (native imports this module)
-
     return CheckpointError(message)

@@ -151,10 +151,6 @@ _EXPORTERS = {DEEPSPEC: deepspec.export_files, SPECULATORS: speculators.export_f
 
 
 def _exporter(layout: str, checkpoint: DraftCheckpoint):
-    if not checkpoint.config.markov_first_slot:
-        raise CheckpointError(f"this draft has no Markov bias at its first drafted slot (markov_first_slot false), which "
-                              f"the {layout} layout cannot express: an engine loading it would add the bias there and "
-                              f"draft other tokens; keep it in the native layout (`--layout native`)")
     if layout == SPECFORGE:  # SpecForge writes DFlash-mode drafts as DFlashDraftModel (configs/qwen3-8b-dflash.json)
         return dflash.export_files if checkpoint.config.mode == "dflash" else specforge.export_files
     if layout not in _EXPORTERS:

@@ -15,15 +15,13 @@ import torch
 
 from dspark.config import ConfigError, DraftConfig, RopeConfig
 from dspark.files import atomic_write, write_json  # noqa: F401  (re-exported for the formats package)
+from dspark.formats.compact import read_weight_file
+from dspark.formats.layout import CONFIG_NAME, EMBEDDING_TENSORS, WEIGHTS_NAME, CheckpointError
+from dspark.formats.tensors import check_tensors, has_embeddings, write_tensors
 from dspark.model.draft import DSparkDraft
 
-CONFIG_NAME = "config.json"
-WEIGHTS_NAME = "model.safetensors"
-EMBEDDING_TENSORS = ("embed_tokens.weight", "lm_head.weight")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint folder that cannot be loaded as a draft; the message names the file, field or tensor."""
+__all__ = ["CONFIG_NAME", "EMBEDDING_TENSORS", "WEIGHTS_NAME", "CheckpointError", "atomic_write", "config_from_dict",
+           "config_to_dict", "load_draft", "read_config", "read_raw_config", "save_draft", "write_json"]
 
 
 def config_to_dict(config: DraftConfig) -> dict[str, Any]:
@@ -54,7 +52,6 @@ def config_to_dict(config: DraftConfig) -> dict[str, Any]:
         "markov_head_type": config.markov_head_type,
         "enable_confidence_head": config.enable_confidence_head,
         "confidence_head_with_markov": config.confidence_head_with_markov,
-        "markov_first_slot": config.markov_first_slot,  # dspark's own; absent (older folders) means true
     }
 
 
@@ -62,6 +59,14 @@ def _require(d: dict[str, Any], key: str, where: str) -> Any:
     if key not in d or d[key] is None:
         raise CheckpointError(f"{where}: required field {key!r} is missing")
     return d[key]
+
+
+def _check_removed_options(raw: dict[str, Any], where: str) -> None:
+    """`markov_first_slot: true` is what every draft does and is ignored; `false` described a draft whose first
+    drafted slot had no Markov bias, an option dspark no longer has."""
+    if "markov_first_slot" in raw and not raw["markov_first_slot"]:
+        raise CheckpointError(f"{where}: markov_first_slot is false, an option that was removed from dspark (the Markov "
+                              "bias now applies at every drafted slot); retrain this draft without it")
 
 
 def config_from_dict(raw: dict[str, Any], where: str = CONFIG_NAME) -> DraftConfig:
@@ -85,6 +90,7 @@ def config_from_dict(raw: dict[str, Any], where: str = CONFIG_NAME) -> DraftConf
     rope = dspark.get("rope_parameters") or dspark.get("rope_scaling") or {}
     if "rope_theta" not in rope and "rope_theta" in dspark:
         rope = {**rope, "rope_theta": dspark["rope_theta"]}
+    _check_removed_options(dspark, where)
     heads = int(_require(dspark, "num_attention_heads", where))
     markov_rank = int(dspark.get("markov_rank", 0) or 0)
     try:
@@ -104,7 +110,6 @@ def config_from_dict(raw: dict[str, Any], where: str = CONFIG_NAME) -> DraftConf
             markov_head_type=str(dspark.get("markov_head_type") or "vanilla"),
             enable_confidence_head=bool(dspark.get("enable_confidence_head", False)),
             confidence_head_with_markov=bool(dspark.get("confidence_head_with_markov", False)) and markov_rank > 0,
-            markov_first_slot=bool(dspark.get("markov_first_slot", True)),
             rms_norm_eps=float(dspark.get("rms_norm_eps", 1e-6)),
             max_position_embeddings=int(dspark.get("max_position_embeddings", 40960)),
             rope=RopeConfig.from_dict(rope),
@@ -118,8 +123,6 @@ def save_draft(draft: DSparkDraft, path: str | Path, include_embeddings: bool = 
     """Write `config.json` + `model.safetensors` into folder `path` (created if needed), each file atomically.
     The target's embedding / LM head are left out unless `include_embeddings` (they are shared and frozen).
     `int8`: matrices stored as int8 with per-row scales (`dspark.formats.compact`), read back in the draft's dtype."""
-    from dspark.formats.tensors import write_tensors  # (tensors.py builds on this module)
-
     if draft.draft_vocab is not None:  # its copied rows are an inference-time view, not part of the draft
         raise ValueError("this draft drafts from a reduced vocabulary (restrict_draft_vocab); save the full draft: "
                          "restrict_draft_vocab(draft, None) first")
@@ -156,9 +159,6 @@ def load_draft(path: str | Path, device: str | torch.device = "cpu", dtype: torc
     weights = path / WEIGHTS_NAME
     if not weights.is_file():
         raise CheckpointError(f"{path}: {WEIGHTS_NAME} is missing")
-    from dspark.formats.compact import read_weight_file
-    from dspark.formats.tensors import check_tensors, has_embeddings  # (tensors.py builds on this module)
-
     tensors = read_weight_file(weights)
 
     check_tensors(config, tensors, str(weights))

@@ -16,10 +16,10 @@ from safetensors.torch import save_file
 
 from dspark.config import DraftConfig
 from dspark.formats.compact import compact_tensors, read_weight_file
-from dspark.formats.native import WEIGHTS_NAME, CheckpointError, atomic_write
+from dspark.files import atomic_write
+from dspark.formats.layout import EMBEDDING_TENSORS, WEIGHTS_NAME, CheckpointError
 
 INDEX_NAME = "model.safetensors.index.json"
-EMBEDDING_TENSORS = ("embed_tokens.weight", "lm_head.weight")
 
 
 def weight_files(folder: Path) -> list[Path]:

@@ -1,0 +1,9 @@
+"""`dspark.testbed.smollm2` is another name of `dspark.formats.smollm2` (the SmolLM2-135M-Instruct loader): the
+same module object, so attributes set on either are seen by both."""
+from __future__ import annotations
+
+import sys
+
+from dspark.formats import smollm2 as _loader
+
+sys.modules[__name__] = _loader
