@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from datetime import datetime, timezone
 from typing import Any
 
+from dspark.cli.bench_options import OptionsTable, command_line
+
 # (flags, argparse options) per subcommand; kept as data so the command line can be rebuilt for the result file.
-ACCEPTANCE_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+ACCEPTANCE_OPTIONS: OptionsTable = (
     (("--target",), dict(metavar="PATH", help="local Hugging Face target folder (config.json + weights)")),
     (("--draft",), dict(metavar="PATH", help="DSpark draft folder (config.json + model.safetensors)")),
     (("--tokenizer",), dict(metavar="PATH", help="tokenizer folder (default: --target)")),
@@ -92,23 +93,6 @@ def register(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--threshold", type=float, metavar="RATIO",
                    help="also report the share of resamples whose ratio is at least RATIO (e.g. 1.15)")
     c.add_argument("--seed", type=int, default=0, help="resampling seed (default 0)")
-
-
-def command_line(subcommand: str, options_table: tuple[tuple[tuple[str, ...], dict[str, Any]], ...],
-                 args: argparse.Namespace) -> str:
-    """`dspark bench SUBCOMMAND` with every option of `options_table` spelled out (defaults included), so the
-    recorded command reproduces the run even if defaults change later. Progress flags are left out."""
-    words = ["dspark", "bench", subcommand]
-    for flags, options in options_table:
-        value = getattr(args, flags[0].lstrip("-").replace("-", "_"))
-        if value is None or value is False or flags[0] == "--no-progress":
-            continue
-        if value is True:
-            words.append(flags[0])
-        else:
-            for item in value if isinstance(value, list) else [value]:
-                words += [flags[0], str(item)]
-    return shlex.join(words)
 
 
 def _template_kwargs(text: str | None) -> tuple[tuple[str, Any], ...]:

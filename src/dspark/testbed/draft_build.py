@@ -85,9 +85,9 @@ def new_draft(model, tokenizer, recipe: DraftRecipe) -> DSparkDraft:
 
 def train_draft(target_dir: str | Path, recipe: DraftRecipe, out: str | Path, progress: bool = True) -> Path:
     """Regenerate data with the target, train the draft and save it at `out` (atomically, with a card)."""
-    from dspark import Target
     from dspark.config import TrainConfig
     from dspark.formats.native import save_draft, write_json
+    from dspark.model.target import Target
     from dspark.testbed.target_build import load_target
     from dspark.train.data import Prompt, read_examples
     from dspark.train.hidden import OnlineHiddenStates
@@ -134,21 +134,20 @@ def build_draft(target_dir: str | Path, recipe: DraftRecipe = DraftRecipe(), pro
 
 def heldout_tau(target_dir: str | Path, draft_dir: str | Path, count: int = 24, prompt_tokens: int = 48,
                 max_new_tokens: int = 64, block_size: int | None = None) -> GenerationStats:
-    """Greedy acceptance on prompts from held-out files (continuations are the target's own greedy output)."""
-    from dspark import Target, load_draft
-    from dspark.bench.replay import replay_greedy
+    """Greedy acceptance of the lossless engine on prompts from held-out files (`max_new_tokens` each, no EOS)."""
+    from dspark.config import GenerationConfig
+    from dspark.engine.generate import generate
+    from dspark.formats.native import load_draft
+    from dspark.model.target import Target
     from dspark.testbed.target_build import load_target
 
-    model, tokenizer = load_target(target_dir)
+    model, _ = load_target(target_dir)
     draft = load_draft(draft_dir)
     target = Target(model, draft.config.target_layer_ids)
     _, examples = heldout_or_train_examples(Path(target_dir), "heldout", count, prompt_tokens, 0)
+    config = GenerationConfig(max_new_tokens=max_new_tokens, block_size=block_size)
     stats = GenerationStats((), ())
     for example in examples:
-        ids = torch.tensor([example.prompt_ids])
         with torch.inference_mode():
-            cont = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                  do_sample=False, eos_token_id=None, pad_token_id=tokenizer.pad_token_id)
-        stats = stats.merge(replay_greedy(target, draft, list(example.prompt_ids),
-                                          cont[0, ids.shape[1]:].tolist(), block_size))
+            stats = stats.merge(generate(target, draft, list(example.prompt_ids), config).stats)
     return stats

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from dspark.testbed.card import read_card
 from dspark.testbed.corpus import CorpusSpec, Document, heldout_documents
 from dspark.testbed.tokenizer import encode_documents
 
@@ -59,8 +60,6 @@ def heldout_examples(target_dir: str | Path, prompt_tokens: int = 64, continuati
                      per_file: int = 2, max_examples: int | None = None) -> list[CodeExample]:
     """Examples from the held-out files of a built testbed target (its tokenizer and its recorded corpus rule)."""
     from transformers import AutoTokenizer
-
-    from dspark.testbed.target_build import read_card
 
     card = read_card(target_dir)
     spec = CorpusSpec(**card["recipe"]["corpus"])

@@ -21,20 +21,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from dspark.testbed.card import CARD_NAME, TestbedError, is_built, read_card  # noqa: F401 (re-exported)
 from dspark.testbed.corpus import fingerprint, heldout_documents, source_fingerprint, stdlib_root, train_documents
 from dspark.testbed.recipe import TargetRecipe
 
-CARD_NAME = "testbed.json"
 CACHE_ENV = "DSPARK_CACHE"
 SAMPLE_PROMPT_TOKENS = 48
 SAMPLE_NEW_TOKENS = 32
 NUM_SAMPLES = 3
-
-
-class TestbedError(ValueError):
-    """A testbed target cannot be built or read as asked."""
-
-    __test__ = False  # not a pytest test class
 
 
 def default_cache_dir() -> Path:
@@ -54,22 +48,6 @@ def target_path(cache_dir: str | Path | None = None, recipe: TargetRecipe | None
     recipe = recipe or TargetRecipe()
     root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
     return root / f"target-{target_key(recipe)}"
-
-
-def is_built(path: str | Path) -> bool:
-    """True when `path` holds a finished target (its card is written last)."""
-    return (Path(path) / CARD_NAME).is_file()
-
-
-def read_card(path: str | Path) -> dict[str, Any]:
-    """The `testbed.json` card of a built target."""
-    import json
-
-    card = Path(path) / CARD_NAME
-    if not card.is_file():
-        raise TestbedError(f"{path} is not a built testbed target (no {CARD_NAME}); build one with "
-                           f"`dspark testbed target` or dspark.testbed.build_target()")
-    return json.loads(card.read_text())
 
 
 def load_target(path: str | Path):
