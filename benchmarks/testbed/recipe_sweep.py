@@ -3,20 +3,21 @@
 Trains one testbed draft (the default `DraftRecipe`: 2 layers, block 7, 3 target layers, Markov rank 32, batch 4 ×
 64 anchors) with the given learning rate, initialisation, loss weights, mode (dspark, dflash, or unanchored: the DSpark
 heads and loss on the DFlash block layout), steps and seed, on regenerated data
-cached in /tmp/ab, and prints one JSON line: held-out greedy τ (replay) and the conditional acceptance per slot, and
+cached in --work (default: <tmp>/ab), and prints one JSON line: held-out greedy τ (replay) and the conditional acceptance per slot, and
 with --sampled also τ at temperature 1 (speculative sampling, one seed per prompt). --reuse evaluates the draft saved
 by an earlier run of the same NAME instead of training it again.
 One variant per process (1 thread), so two run side by side on two cores:
 
     python benchmarks/testbed/recipe_sweep.py NAME [--lr 3e-3] [--init none|first|last] [--mode dspark|dflash|unanchored]
         [--ce 0.1 --l1 0.9] [--steps 240] [--layers 2] [--seed 0] [--heldout 16] [--sampled] [--reuse]
-        [--markov-head vanilla|gated|rnn] [--no-first-slot] [--dflash-l1]
+        [--markov-head vanilla|gated|rnn] [--dflash-l1]
 
 Sweeps run with it: learning rate × initialisation (`../results/testbed_lr_sweep/`) and CE / L1 weights against
 the DFlash-mode baseline (`../results/testbed_loss_weights/`).
 """
 import argparse
 import json
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -90,23 +91,23 @@ def main() -> None:
     parser.add_argument("--sampled", action="store_true", help="also measure τ at temperature 1")
     parser.add_argument("--markov-head", default="vanilla", choices=("vanilla", "gated", "rnn"),
                         help="unanchored: the Markov head (dspark.model.heads)")
-    parser.add_argument("--no-first-slot", dest="first_slot", action="store_false",
-                        help="unanchored: no Markov bias at the first drafted slot (markov_first_slot)")
     parser.add_argument("--dflash-l1", action="store_true",
                         help="dflash: train on --ce CE + --l1 L1 (the DSpark loss without its confidence term) instead "
                         "of CE alone: does the L1 term or the heads make DSpark's sampled acceptance?")
-    parser.add_argument("--reuse", action="store_true", help="evaluate /tmp/ab/NAME from an earlier run; no training")
+    parser.add_argument("--reuse", action="store_true", help="evaluate WORK/NAME from an earlier run; no training")
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "ab",
+                        help="folder for the regenerated data and the trained drafts")
     args = parser.parse_args()
-    if args.mode != "unanchored" and (args.markov_head != "vanilla" or not args.first_slot):
-        parser.error("--markov-head and --no-first-slot are for --mode unanchored")
+    if args.mode != "unanchored" and args.markov_head != "vanilla":
+        parser.error("--markov-head is for --mode unanchored")
     if args.dflash_l1 and args.mode != "dflash":
         parser.error("--dflash-l1 is for --mode dflash")
 
     r = DraftRecipe()
     tdir = build_target()
     model, tok = load_target(tdir)
-    Path("/tmp/ab").mkdir(exist_ok=True)
-    data = Path("/tmp/ab/data.jsonl")
+    args.work.mkdir(parents=True, exist_ok=True)
+    data = args.work / "data.jsonl"
     if not data.is_file():
         _, cut = heldout_or_train_examples(tdir, "train", r.prompts, r.prompt_tokens, 0)
         regenerate(model, tok, [Prompt(f"{e.path}@{e.start}", text=e.prompt) for e in cut], data, batch_size=64,
@@ -118,8 +119,7 @@ def main() -> None:
     if args.mode == "unanchored":  # the same draft with the Markov and confidence heads (seeded again)
         torch.manual_seed(args.seed)
         draft = DSparkDraft(draft.config.replace(markov_rank=r.markov_rank, enable_confidence_head=True,
-                                                 confidence_head_with_markov=True, markov_head_type=args.markov_head,
-                                                 markov_first_slot=args.first_slot))
+                                                 confidence_head_with_markov=True, markov_head_type=args.markov_head))
         draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
     config = draft.config
     copy_target_layers(model, draft, args.init)
@@ -131,7 +131,7 @@ def main() -> None:
     else:
         recipe = TrainConfig(ce_weight=args.ce, l1_weight=args.l1, **common)
     began = time.time()
-    out = Path(f"/tmp/ab/{args.name}")
+    out = args.work / args.name
     if not args.reuse:
         train(draft, OnlineHiddenStates(Target(model, config.target_layer_ids), examples), recipe, progress=False)
         save_draft(draft, out)
@@ -142,7 +142,7 @@ def main() -> None:
         sampled = {"tau_t1": round(t1.mean_acceptance_length, 3),
                    "per_position_t1": [round(a, 3) for a in t1.per_position(r.block_size)]}
     print(json.dumps({"variant": args.name, "mode": args.mode, "markov_head": config.markov_head_type,
-                      "markov_first_slot": config.markov_first_slot, "layers": args.layers, "lr": args.lr,
+                      "layers": args.layers, "lr": args.lr,
                       "init": args.init, "ce": recipe.ce_weight, "l1": recipe.l1_weight, "steps": args.steps, "seed": args.seed,
                       "train_s": round(time.time() - began), "heldout": args.heldout,
                       "tau": round(stats.mean_acceptance_length, 3),
