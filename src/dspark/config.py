@@ -208,6 +208,10 @@ PRESETS = {
 }
 
 
+# Published checkpoints of the presets that have one (the path a launch command loads by default).
+PRESET_REPOS = {"kimi-k3-dspark": "RadixArk/Kimi-K3-DSpark"}
+
+
 def preset(name: str) -> DraftConfig:
     """A named draft preset (see `PRESETS`)."""
     try:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from dspark.deploy.launch_commands import plan_command
 from dspark.plan.cluster import ClusterRequest, compare, pick, search
 from dspark.plan.errors import PlanError
 from dspark.plan.gpus import get_gpu
@@ -57,8 +58,10 @@ def test_dp_attention_splits_sequences_and_replicates_attention_weights(request_
 def test_sglang_flags_and_pipeline_parallel_refusal(request_k3):
     ranked = search(request_k3, get_gpu("h200"))
     best = ranked[0]
-    assert "--tp-size 16" in best.flags and "--dcp-size 8" in best.flags and "--nnodes 2" in best.flags
-    assert "--speculative-algorithm DSPARK" in best.flags and "--speculative-dspark-block-size 7" in best.flags
+    flags = plan_command(best, request_k3)  # the launch-command writer `dspark launch` uses
+    assert "--tp-size 16" in flags and "--dcp-size 8" in flags and "--nnodes 2" in flags
+    assert "--speculative-algorithm DSPARK" in flags and "--speculative-dspark-block-size 7" in flags
+    assert "--trust-remote-code" in flags and "--kv-cache-dtype fp8_e4m3" in flags
     pp = [c for c in ranked if c.layout.pp > 1]
     assert pp and all("SGLang rejects pipeline parallelism" in c.blocked for c in pp)
     assert all(ranked.index(c) > ranked.index(best) for c in pp)
@@ -68,10 +71,11 @@ def test_vllm_flags_use_vllm_spellings_and_warn_about_pp(request_k3):
     req = ClusterRequest(request_k3.target, request_k3.target_plan, request_k3.draft, request_k3.draft_plan,
                          engine="vllm")
     ranked = search(req, get_gpu("h200"))
-    assert "--tensor-parallel-size 16" in ranked[0].flags and '"method":"dspark"' in ranked[0].flags
+    flags = plan_command(ranked[0], req)
+    assert "--tensor-parallel-size 16" in flags and '"method": "dspark"' in flags
     pp = next(c for c in ranked if c.layout.pp > 1)
     assert not pp.blocked and any("not composable" in w for w in pp.warnings)
-    assert "--pipeline-parallel-size 2" in pp.flags
+    assert "--pipeline-parallel-size 2" in plan_command(pp, req)
 
 
 def test_layouts_respect_head_and_expert_divisibility(request_k3):

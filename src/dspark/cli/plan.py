@@ -145,20 +145,24 @@ def _request(args: argparse.Namespace):
 
 
 def _run_cluster(args: argparse.Namespace) -> int:
+    from functools import partial
+
+    from dspark.deploy.launch_commands import plan_command
     from dspark.plan import report
     from dspark.plan.cluster import compare, search, why
     from dspark.plan.gpus import get_gpu
     from dspark.plan.throughput import seed_decode_check
 
     req = _request(args)
+    command = partial(plan_command, req=req)
     if args.gpu != "all":
         cands = search(req, get_gpu(args.gpu))
-        obj = {"gpu": args.gpu, "candidates": [report.candidate_json(c) for c in cands[: args.top]]}
-        return _emit(args, report.candidates_lines(cands, req, args.top), obj)
+        obj = {"gpu": args.gpu, "candidates": [report.candidate_json(c, command) for c in cands[: args.top]]}
+        return _emit(args, report.candidates_lines(cands, req, args.top, command), obj)
     choices = compare(req)
     lines = report.compare_lines(choices, req)
     obj: dict[str, Any] = {"choices": [{"gpu": ch.gpu.key, "why": why(ch, req),
-                                        "best": report.candidate_json(ch.best) if ch.best else None} for ch in choices]}
+                                        "best": report.candidate_json(ch.best, command) if ch.best else None} for ch in choices]}
     if req.target.name == "kimi-k3":
         checks = seed_decode_check(req.target, req.target_plan, req.draft, req.draft_plan, get_gpu("gb300"), req.tau)
         lines += ["", *report.seed_decode_lines(checks, req.tau)]

@@ -24,7 +24,7 @@ from dspark.deploy.doctor_context import DoctorContext, LiveObservation
 from dspark.deploy.findings import DoctorReport, Finding, Rule
 from dspark.deploy.live_observe import observe_log, observe_url
 from dspark.deploy.monitor_expected import ExpectedTauError, expected_tau_from_draft
-from dspark.deploy.presets import preset_for_path, resolve_draft, resolve_target
+from dspark.deploy.resolve import preset_for_path, resolve_draft, resolve_target
 from dspark.deploy.serving_view import view_of
 
 MODULES = (rules_sglang, rules_sglang_spec, rules_vllm, rules_trtllm, rules_parallel, rules_checkpoint,

@@ -16,6 +16,8 @@ from dspark.deploy.doctor import DoctorRequest, diagnose
 from dspark.deploy.engine_flags import ENGINES
 from dspark.deploy.findings import DoctorReport
 from dspark.deploy.launch_commands import (
+    DEFAULT_CHUNK,
+    DEFAULT_PORTS,
     LaunchLayout,
     ray_lines,
     render,
@@ -25,10 +27,8 @@ from dspark.deploy.launch_commands import (
     trtllm_yaml,
     vllm_groups,
 )
-from dspark.deploy.presets import resolve_draft, resolve_target
+from dspark.deploy.resolve import resolve_draft, resolve_target
 
-DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000, "trtllm": 8000}
-DEFAULT_CHUNK = 8192  # SGLang's auto value on 80-160 GB GPUs (server_args.py), vLLM/TRT-LLM step budget
 
 
 class LaunchError(ValueError):

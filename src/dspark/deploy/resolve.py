@@ -1,18 +1,16 @@
-"""Named targets and drafts for `dspark launch` / `dspark doctor`, and resolving a name or a path.
+"""Resolve a draft or target named on the `dspark launch` / `dspark doctor` command line: a preset or a path.
 
-No facts are repeated here: draft presets are `dspark.config.PRESETS` (e.g. `kimi-k3-dspark`: block 7,
-target layers [7, 23, 51, 67, 83], mask token 163824, YaRN x16 over 65,536 -> 1,048,576 positions), their
-public repos are `dspark.plan.drafts.DRAFT_REPOS`, and target presets are `dspark.plan.presets.TARGET_PRESETS`
-(e.g. `kimi-k3`: 93 layers, hidden 7168, vocab 163,840, 1,048,576 context, `moonshotai/Kimi-K3`). This
-module only turns them into the `DraftFacts` / `TargetFacts` serving needs.
+It holds no table. Draft presets are `dspark.config.PRESETS` with their published repos in
+`dspark.config.PRESET_REPOS`; target presets are `dspark.plan.presets.TARGET_PRESETS` (shapes, repo, and whether the
+checkpoint needs --trust-remote-code). This module only turns them into the `DraftFacts` / `TargetFacts` serving needs.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
 
+from dspark.config import PRESET_REPOS, DraftConfig, preset
 from dspark.config import PRESETS as CONFIG_DRAFT_PRESETS
-from dspark.config import DraftConfig, preset
 from dspark.deploy.checkpoint_facts import (
     CheckpointError,
     DraftFacts,
@@ -21,12 +19,7 @@ from dspark.deploy.checkpoint_facts import (
     read_draft,
     target_facts_from_dict,
 )
-from dspark.plan.drafts import DRAFT_REPOS
 from dspark.plan.presets import TARGET_PRESETS as PLAN_TARGET_PRESETS
-
-# Moonshot's Kimi checkpoints ship their own modeling code (`auto_map` in config.json): engines need
-# --trust-remote-code for them.
-REMOTE_CODE_TARGETS = frozenset({"kimi-k3", "kimi-k2", "kimi-k2-thinking"})
 
 
 @dataclass(frozen=True)
@@ -54,14 +47,14 @@ def draft_facts_from_config(cfg: DraftConfig, source: str) -> DraftFacts:
 
 
 def draft_preset(name: str) -> Resolved:
-    return Resolved(draft_facts_from_config(preset(name), f"preset:{name}"), DRAFT_REPOS.get(name, ""), name)
+    return Resolved(draft_facts_from_config(preset(name), f"preset:{name}"), PRESET_REPOS.get(name, ""), name)
 
 
 def target_preset(name: str) -> Resolved:
     spec = PLAN_TARGET_PRESETS[name]()
     facts = TargetFacts(source=f"preset:{name}", num_hidden_layers=spec.layers, hidden_size=spec.hidden,
                         vocab_size=spec.vocab, max_position_embeddings=spec.max_context)
-    return Resolved(facts, spec.hf_repo, name, name in REMOTE_CODE_TARGETS)
+    return Resolved(facts, spec.hf_repo, name, spec.trust_remote_code)
 
 
 def preset_for_path(path: str | None, role: str) -> Resolved | None:
@@ -69,7 +62,7 @@ def preset_for_path(path: str | None, role: str) -> Resolved | None:
     if not path:
         return None
     if role == "draft":
-        return next((draft_preset(n) for n, repo in DRAFT_REPOS.items() if repo == path), None)
+        return next((draft_preset(n) for n, repo in PRESET_REPOS.items() if repo == path), None)
     return next((r for r in map(target_preset, PLAN_TARGET_PRESETS) if r.path == path), None)
 
 

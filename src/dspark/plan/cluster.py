@@ -4,8 +4,8 @@ For each node count up to `max_nodes`, it tries pure TP, TP + DCP (MLA models), 
 (+ DCP) with TP inside the NVLink domain, and DP attention + EP (DEP). A layout fits when the fullest GPU's
 target weights + draft weights + KV + state + overheads stay under `mem_fraction` of its memory. Fitting
 layouts the engine refuses for speculative decoding are kept but ranked last; the rest rank by GPUs, nodes,
-then estimated per-user decode speed. Memory sharing rules live in `layout`, timing in `throughput`,
-engine flags in `flags`.
+then estimated per-user decode speed. Memory sharing rules live in `layout`, timing in `throughput`; the
+engine command of a layout is written by `dspark.deploy.launch_commands.plan_command`.
 """
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from math import ceil
 
 from dspark.plan.errors import PlanError
-from dspark.plan.flags import engine_caveats, engine_flags
 from dspark.plan.gpus import CATALOGUE, Gpu
 from dspark.plan.layout import Layout, kv_per_gpu, split_weights, weights_per_gpu
 from dspark.plan.spec import ModelSpec
 from dspark.plan.throughput import DEFAULT_TAU, DecodeAssumptions, DecodeEstimate, estimate_decode
 from dspark.plan.vram import GB, Overheads, activation_bytes
 from dspark.plan.weights import QuantPlan, weight_bytes
+
+ENGINES = ("sglang", "vllm")  # the engines whose rules for speculative decoding the search knows
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class ClusterRequest:
             raise PlanError(f"mem_fraction must be in (0, 1] (got {self.mem_fraction})")
         if self.max_nodes < 1 or self.concurrency < 1 or self.context < 1:
             raise PlanError("max_nodes, concurrency and context must all be >= 1")
+        if self.engine not in ENGINES:
+            raise PlanError(f"unknown engine {self.engine!r}; choose one of: {', '.join(ENGINES)}")
 
 
 @dataclass(frozen=True)
@@ -71,7 +74,6 @@ class Candidate:
     layout: Layout
     memory: GpuMemory
     decode: DecodeEstimate
-    flags: str
     blocked: str = ""
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
@@ -116,16 +118,30 @@ def layouts_for(gpu: Gpu, gpus: int, mla: bool, moe: bool) -> list[Layout]:
     return out
 
 
+def engine_caveats(layout: Layout, engine: str, with_draft: bool) -> tuple[str, tuple[str, ...]]:
+    """(reason the engine refuses the layout or "", warnings) for speculative serving on `layout`."""
+    warnings = []
+    if layout.tp_crosses_nodes:
+        warnings.append(f"TP{layout.tp} spans {layout.nodes} nodes: every layer's all-reduce crosses the network")
+    if with_draft and layout.pp > 1:
+        if engine == "sglang":
+            return ("SGLang rejects pipeline parallelism with speculative decoding "
+                    "(check_server_args); use TP across nodes or vLLM", tuple(warnings))
+        warnings.append("vLLM documents PP as not composable with speculative decoding (vllm<=0.15); the public "
+                        "16xH200 PP2xTP8 DSpark run used patches")
+    if with_draft and layout.dcp > 1 and engine == "vllm":
+        warnings.append("vLLM's DSpark path was first scoped to dcp=1; check your version supports DCP with DSpark")
+    if with_draft and layout.attn_dp > 1 and engine == "sglang":
+        warnings.append("SGLang DSpark with DP attention needs --enable-dp-lm-head and moe_a2a_backend none")
+    return "", tuple(warnings)
+
+
 def _candidate(req: ClusterRequest, layout: Layout) -> Candidate:
-    draft_ref = (req.draft.hf_repo or req.draft.name) if req.draft is not None else None
     blocked, warnings = engine_caveats(layout, req.engine, req.draft is not None)
     decode = estimate_decode(req.target, req.target_plan, layout, draft=req.draft, draft_plan=req.draft_plan,
                              tau=req.tau, concurrency=req.concurrency, context=req.context, kv_dtype=req.kv_dtype,
                              assumptions=req.assumptions)
-    flags = engine_flags(layout, req.engine, model=req.target.hf_repo or req.target.name, draft=draft_ref,
-                         block_size=req.draft.block_size if req.draft is not None else 0, context=req.context,
-                         kv_dtype=req.kv_dtype, mem_fraction=req.mem_fraction)
-    return Candidate(layout, _memory(req, layout), decode, flags, blocked, warnings)
+    return Candidate(layout, _memory(req, layout), decode, blocked, warnings)
 
 
 def _rank_key(c: Candidate) -> tuple:

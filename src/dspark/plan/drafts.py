@@ -10,15 +10,10 @@ RadixArk/Kimi-K3-DSpark has 38 Q8_0 and 24 F32 tensors: lucebox-hub docs/K3_DSPA
 """
 from __future__ import annotations
 
-from dspark.config import DraftConfig, preset
-from dspark.config import PRESETS as DRAFT_PRESETS
+from dspark.config import PRESET_REPOS, PRESETS, DraftConfig, preset
 from dspark.plan.blocks import gqa_attention, norms, swiglu
 from dspark.plan.errors import PlanError
 from dspark.plan.spec import EMBED, EMBED_LIKE, OTHER, OUTPUT, SMALL, KvLayout, ModelSpec, TensorGroup
-
-# Public repos of the drafts this project knows (for engine flags).
-DRAFT_REPOS = {"kimi-k3-dspark": "RadixArk/Kimi-K3-DSpark"}
-
 
 def _head_tensors(cfg: DraftConfig) -> tuple[TensorGroup, ...]:
     d, r, v = cfg.hidden_size, cfg.markov_rank, cfg.vocab_size
@@ -69,9 +64,9 @@ def draft_spec(cfg: DraftConfig, name: str = "draft", repo: str = "") -> ModelSp
 
 def draft_preset(name: str) -> ModelSpec:
     """A draft from `dspark.config.PRESETS` (kimi-k3-dspark, qwen3-8b-dspark, ...)."""
-    if name not in DRAFT_PRESETS:
-        raise PlanError(f"unknown draft preset {name!r}; known drafts: {', '.join(DRAFT_PRESETS)}")
-    return draft_spec(preset(name), name=name, repo=DRAFT_REPOS.get(name, ""))
+    if name not in PRESETS:
+        raise PlanError(f"unknown draft preset {name!r}; known drafts: {', '.join(PRESETS)}")
+    return draft_spec(preset(name), name=name, repo=PRESET_REPOS.get(name, ""))
 
 
 def is_draft_config(raw: dict) -> bool:

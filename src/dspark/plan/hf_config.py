@@ -172,5 +172,6 @@ def spec_from_config(raw: dict[str, Any], name: str = "config.json") -> ModelSpe
         attention_heads=heads, kv_heads=kv_heads if gqa_layers else 0, moe_experts=experts if n_moe else 0,
         moe_top_k=int(cfg.get("num_experts_per_tok") or cfg.get("num_experts_per_token") or 0),
         default_quant=quant, default_expert_quant=expert_quant,
-        tied_embeddings=tied, source=f"config.json ({model_type or 'unknown model_type'})",
+        tied_embeddings=tied, trust_remote_code="auto_map" in raw,
+        source=f"config.json ({model_type or 'unknown model_type'})",
     )

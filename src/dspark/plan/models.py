@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dspark.plan.drafts import DRAFT_PRESETS, draft_preset
+from dspark.config import PRESETS as DRAFT_PRESETS
+from dspark.plan.drafts import draft_preset
 from dspark.plan.errors import PlanError
 from dspark.plan.hf_config import read_config, spec_from_config
 from dspark.plan.presets import TARGET_PRESETS

@@ -1,6 +1,8 @@
-"""Named target models (Kimi K3 and friends) as tensor inventories, with the public facts they rest on.
+"""The table of named target models (Kimi K3 and friends) as tensor inventories, with the public facts they rest on.
 
-Drafts come from `dspark.config` through `dspark.plan.drafts`; local config.json files through `hf_config`.
+This is the only target table: `dspark plan` and `dspark launch` / `dspark doctor` read it. Draft presets are
+`dspark.config.PRESETS` (with `PRESET_REPOS`), turned into inventories by `dspark.plan.drafts`; local config.json
+files go through `hf_config`.
 Every figure below cites its public source; "assumed" marks the few shapes no source gives.
 """
 from __future__ import annotations
@@ -55,7 +57,7 @@ def kimi_k3() -> ModelSpec:
     return ModelSpec(
         name="kimi-k3", role="target", hidden=d, layers=93, vocab=163_840, max_context=1_048_576, tensors=tensors,
         kv=kv, attention_heads=heads, moe_experts=896, moe_top_k=16, default_quant="BF16",
-        default_expert_quant="MXFP4", hf_repo="moonshotai/Kimi-K3",
+        default_expert_quant="MXFP4", hf_repo="moonshotai/Kimi-K3", trust_remote_code=True,
         source="NeMo AutoModel Kimi K3 page; colibri docs/kimi_k3.md; kimi-k3-in-c ARCHITECTURE.md",
         notes=("routed experts ship in MXFP4 (QAT), everything else in BF16",
                "KDA state: 96 x 128 x 128 fp32 per layer per sequence, plus the short-conv tail"),
@@ -78,6 +80,7 @@ def _deepseek_like(name: str, heads: int, experts: int, top_k: int, dense_layers
         name=name, role="target", hidden=d, layers=layers, vocab=vocab, max_context=ctx, tensors=tensors,
         kv=KvLayout(mla_layers=layers, mla_latent=576), attention_heads=heads, moe_experts=experts,
         moe_top_k=top_k, default_quant=quant, default_expert_quant=expert_quant, hf_repo=repo, source=source,
+        trust_remote_code=repo.startswith("moonshotai/"),  # Moonshot's Kimi checkpoints ship their modeling code
     )
 
 

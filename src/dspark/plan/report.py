@@ -5,7 +5,7 @@ fast) and JSON-ready dicts. It computes nothing new.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dspark.plan.cluster import Candidate, ClusterRequest, GpuChoice, why
@@ -125,7 +125,9 @@ def _what(req: ClusterRequest) -> str:
             f"{req.concurrency}, KV {req.kv_dtype}, {req.engine}")
 
 
-def candidates_lines(cands: list[Candidate], req: ClusterRequest, top: int) -> list[str]:
+def candidates_lines(cands: list[Candidate], req: ClusterRequest, top: int,
+                     command: Callable[[Candidate], str] | None = None) -> list[str]:
+    """The ranked table, the best layout's per-GPU memory and (given `command`) its engine command."""
     draft = req.draft is not None
     rows = [(c.layout.name, c.layout.nodes, c.layout.gpus, gb(c.memory.total), gb(c.memory.usable),
              "yes" if c.memory.fits else "no", c.blocked[:40] or "-", _decode_cell(c, draft),
@@ -141,18 +143,19 @@ def candidates_lines(cands: list[Candidate], req: ClusterRequest, top: int) -> l
              ("recurrent state", m.state), ("draft KV", m.draft_kv), ("overheads", m.overhead),
              ("total", m.total), ("usable", m.usable)]
     lines += ["", f"Per-GPU memory of {best.layout.name} ({best.layout.footprint}):",
-              *table(("part", "GB"), [(p, gb(v)) for p, v in parts if v or p in ("total", "usable")]),
-              "", f"{req.engine} flags:", f"  {best.flags}"]
+              *table(("part", "GB"), [(p, gb(v)) for p, v in parts if v or p in ("total", "usable")])]
+    if command is not None:
+        lines += ["", f"{req.engine} command:", f"  {command(best)}"]
     lines += [f"warning: {w}" for w in best.warnings]
     return lines
 
 
-def candidate_json(c: Candidate) -> dict[str, Any]:
+def candidate_json(c: Candidate, command: Callable[[Candidate], str] | None = None) -> dict[str, Any]:
     m, d, lay = c.memory, c.decode, c.layout
     return {
         "gpu": lay.gpu.key, "layout": lay.name, "nodes": lay.nodes, "gpus": lay.gpus, "tp": lay.tp, "pp": lay.pp,
         "ep": lay.ep, "attn_dp": lay.attn_dp, "dcp": lay.dcp, "fits": m.fits, "blocked": c.blocked,
-        "warnings": list(c.warnings), "flags": c.flags,
+        "warnings": list(c.warnings), **({"flags": command(c)} if command else {}),
         "per_gpu_bytes": {"target_weights": round(m.target_weights), "draft_weights": round(m.draft_weights),
                           "kv": round(m.kv), "state": round(m.state), "draft_kv": round(m.draft_kv),
                           "overhead": round(m.overhead), "total": round(m.total), "usable": round(m.usable)},

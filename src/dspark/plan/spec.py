@@ -112,6 +112,7 @@ class ModelSpec:
     tied_embeddings: bool = False
     block_size: int = 0  # draft γ; 0 for a target
     hf_repo: str = ""
+    trust_remote_code: bool = False  # the checkpoint ships its own modeling code (`auto_map`): engines need the flag
     source: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
