@@ -64,9 +64,24 @@ ACCEPTANCE_OPTIONS: OptionsTable = (
 )
 
 
+EPILOG = """examples:
+  dspark bench suites
+  dspark bench acceptance --target ./Qwen3-8B --draft ./qwen3-8b-dspark --suite code,math --limit 50
+  dspark bench throughput --smollm2 --draft ./smollm2-dspark --concurrency 1,16 --methods plain,dspark
+  dspark bench compare new.json baseline.json --threshold 1.15
+  dspark bench report acceptance.json throughput.json --out report/
+"""
+ACCEPTANCE_EPILOG = """examples:
+  dspark bench acceptance --target ./Qwen3-8B --draft ./qwen3-8b-dspark
+  dspark bench acceptance --target ./Qwen3-8B --draft ./qwen3-8b-dspark --prompts mine.jsonl --temperature 0 --batch 32
+"""
+
+
 def register(parser: argparse.ArgumentParser) -> None:
     from dspark.cli import bench_throughput
 
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
     sub = parser.add_subparsers(dest="bench_command", metavar="{suites,acceptance,throughput,report,compare}")
     parser.set_defaults(bench_help=parser.format_help())
     s = sub.add_parser("suites", help="list the built-in prompt suites, their data packages and sizes")
@@ -74,7 +89,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     s.add_argument("--limit", type=int, default=3, help="prompts to print with --show (default 3)")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
-    a = sub.add_parser("acceptance", help="mean τ, per-position acceptance and τ histogram per suite and temperature")
+    a = sub.add_parser("acceptance", help="mean τ, per-position acceptance and τ histogram per suite and temperature",
+                       epilog=ACCEPTANCE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     for flags, options in ACCEPTANCE_OPTIONS:
         a.add_argument(*flags, **options)
     bench_throughput.register(sub)

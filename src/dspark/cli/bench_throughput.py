@@ -63,9 +63,16 @@ THROUGHPUT_OPTIONS: OptionsTable = (
 )
 
 
+EPILOG = """examples:
+  dspark bench throughput --smollm2 --draft ./smollm2-dspark --dflash-draft ./smollm2-dflash
+  dspark bench throughput --target ./Qwen3-8B --draft ./qwen3-8b-dspark --concurrency 1,4,16 --methods plain,dspark
+"""
+
+
 def register(sub: Any) -> None:
     t = sub.add_parser("throughput", help="tokens/s and speedup: our engine (plain, DSpark, DFlash mode) and peers "
-                                          "at batch 1 and higher concurrency, in one run")
+                                          "at batch 1 and higher concurrency, in one run",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     for flags, options in THROUGHPUT_OPTIONS:
         t.add_argument(*flags, **options)
 

@@ -11,8 +11,8 @@ import json
 import os
 import sys
 
-# Batch-1 decoding of a 135M model is many small ops: on 2 cores the whole demo took 95 s with one intra-op thread
-# and 117 s with two (2026-11-30), and two threads collapse when another process shares the cores.
+# Batch-1 decoding of a 135M model is many small ops: extra intra-op threads buy little and collapse when another
+# process shares the cores, so the demo uses at most this many.
 MAX_THREADS = 4
 
 

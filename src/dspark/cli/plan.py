@@ -26,11 +26,31 @@ def _models(p: argparse.ArgumentParser, model: str, draft: str | None) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
 
 
+EPILOG = """examples:
+  dspark plan vram --model kimi-k3-dspark --context 131072
+  dspark plan vram --model ./Qwen3-8B/config.json --draft qwen3-8b-dspark --quant Q4_K_M
+  dspark plan cluster --model kimi-k3 --draft kimi-k3-dspark --gpu h200
+  dspark plan cost --model kimi-k3 --gpu h200 --utilisation 0.6
+"""
+_EXAMPLES = {
+    "vram": "dspark plan vram --model kimi-k3-dspark --context 131072 --concurrency 4",
+    "cluster": "dspark plan cluster --model kimi-k3 --draft kimi-k3-dspark --gpu b300 --engine vllm",
+    "cost": "dspark plan cost --model kimi-k3 --gpu h200 --gpu-hour 3.5 --api kimi-k3",
+}
+
+
+def _sub(sub: Any, name: str, help_text: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=help_text, epilog=f"example:\n  {_EXAMPLES[name]}\n",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def register(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = EPILOG
     sub = parser.add_subparsers(dest="plan_command", metavar="{vram,cluster,cost}")
     parser.set_defaults(plan_help=parser.format_help())
 
-    v = sub.add_parser("vram", help="memory of a target and/or draft, itemised; --seed explains the seed's table")
+    v = _sub(sub, "vram", "memory of a target and/or draft, itemised; --seed explains the seed's table")
     _models(v, "kimi-k3-dspark", None)
     v.set_defaults(kv_dtype="bf16")
     v.add_argument("--context", type=int, default=DEFAULT_CONTEXT, help="tokens per sequence (default 131072)")
@@ -43,7 +63,7 @@ def register(parser: argparse.ArgumentParser) -> None:
                    "realistic ones")
     v.add_argument("--quant-table", action="store_true", help="weight bytes of --model at every common quant")
 
-    c = sub.add_parser("cluster", help="layouts that fit target + draft per GPU type, flags, decode tok/s")
+    c = _sub(sub, "cluster", "layouts that fit target + draft per GPU type, engine command, decode tok/s")
     _models(c, "kimi-k3", "kimi-k3-dspark")
     c.add_argument("--gpu", default="all", help="h100, h200, b200, b300, gb200, gb300, mi300x, mi325x, mi355x or all")
     c.add_argument("--context", type=int, default=DEFAULT_CONTEXT)
@@ -54,7 +74,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     c.add_argument("--mem-fraction", type=float, default=0.90, help="share of GPU memory the engine may use")
     c.add_argument("--top", type=int, default=8, help="layouts to list with --gpu")
 
-    k = sub.add_parser("cost", help="$ per Mtok with and without DSpark, monthly cost, break-even vs an API")
+    k = _sub(sub, "cost", "$ per Mtok with and without DSpark, monthly cost, break-even vs an API")
     _models(k, "kimi-k3", "kimi-k3-dspark")
     k.add_argument("--gpu", default="h200")
     k.add_argument("--gpus", type=int, help="use exactly this many GPUs (default: the smallest layout that fits)")

@@ -62,8 +62,8 @@ def _require(d: dict[str, Any], key: str, where: str) -> Any:
 
 
 def _check_removed_options(raw: dict[str, Any], where: str) -> None:
-    """`markov_first_slot: true` is what every draft does and is ignored; `false` described a draft whose first
-    drafted slot had no Markov bias, an option dspark no longer has."""
+    """Refuse config keys of removed options. `markov_first_slot: true` is what every draft does and is ignored;
+    `false` (no Markov bias at the first drafted slot) is an option dspark does not have."""
     if "markov_first_slot" in raw and not raw["markov_first_slot"]:
         raise CheckpointError(f"{where}: markov_first_slot is false, an option that was removed from dspark (the Markov "
                               "bias now applies at every drafted slot); retrain this draft without it")
