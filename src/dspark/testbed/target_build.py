@@ -19,7 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from dspark.testbed.card import CARD_NAME, TestbedError, is_built, read_card  # noqa: F401 (re-exported)
 from dspark.testbed.corpus import fingerprint, heldout_documents, source_fingerprint, stdlib_root, train_documents
