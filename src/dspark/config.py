@@ -75,7 +75,6 @@ class DraftConfig:
     markov_head_type: str = "vanilla"
     enable_confidence_head: bool = True
     confidence_head_with_markov: bool = True
-    markov_first_slot: bool = True  # False: no Markov bias at the first drafted slot (the backbone predicts it alone)
     rms_norm_eps: float = 1e-6
     max_position_embeddings: int = 40960
     rope: RopeConfig = field(default_factory=RopeConfig)
@@ -85,8 +84,6 @@ class DraftConfig:
         object.__setattr__(self, "target_layer_ids", tuple(int(i) for i in self.target_layer_ids))
         if not self.enable_confidence_head:  # the flag means nothing without the head: normalise it
             object.__setattr__(self, "confidence_head_with_markov", False)
-        if not self.markov_rank:  # no Markov head, no bias anywhere: normalise the flag
-            object.__setattr__(self, "markov_first_slot", True)
         if self.mode not in DRAFT_MODES:
             raise ConfigError(f"mode must be one of {DRAFT_MODES}, got {self.mode!r}")
         if self.block_size < 1 or (self.mode == "dflash" and self.block_size < 2):

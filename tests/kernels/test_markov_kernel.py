@@ -22,11 +22,6 @@ def test_engines_through_the_kernels_equal_target_greedy_and_the_eager_drafts(fa
     assert facts["accepted"] > 0
 
 
-def test_fused_decode_without_the_first_slot_bias_picks_the_eager_loops_tokens(facts):
-    assert facts["first_slot_off_kernel_equals_eager"] is True
-    assert facts["first_slot_off_slot0_is_backbone_argmax"] is True
-
-
 def test_gated_head_through_the_kernel_picks_its_own_steps_tokens_for_fp32_and_bf16(facts):
     for key in [f"gated/{t}/r{r}" for t in ("float32", "bfloat16") for r in (8, 20, 32)]:
         assert facts[f"{key}/mismatches"] == 0, key

@@ -316,15 +316,12 @@ def test_train_fit_mode_unanchored_trains_dspark_heads_on_the_dflash_layout_and_
     # the layouts share every tensor name and shape: resuming the unanchored run as anchored is refused, not loaded
     assert main([*args, "--steps", "3", "--resume", "--out", str(tmp_path / "u")]) == 2
     assert "resume with the same mode" in capsys.readouterr().err
-    # another Markov rank or depth than the run began with: one message that names what differs
+    # another Markov rank, head or depth than the run began with: one message that names what differs
     assert main([*args, "--markov-rank", "16", "--draft-layers", "3", "--mode", "unanchored", "--steps", "3",
-                 "--no-markov-first-slot", "--resume", "--out", str(tmp_path / "u")]) == 2
+                 "--markov-head", "gated", "--resume", "--out", str(tmp_path / "u")]) == 2
     out = capsys.readouterr().err
     assert "num_hidden_layers 2 (this run: 3)" in out and "markov_rank 8 (this run: 16)" in out
-    assert "markov_first_slot True (this run: False)" in out
-    # a draft without the Markov bias at its first slot trains and comes back as one
-    assert main([*args, "--mode", "unanchored", "--no-markov-first-slot", "--out", str(tmp_path / "n")]) == 0
-    assert load_draft(tmp_path / "n" / "final").config.markov_first_slot is False
+    assert "markov_head_type vanilla (this run: gated)" in out
 
 
 def test_each_step_uses_the_warmup_cosine_rate_clips_gradients_and_shows_loss_tau_and_tokens_per_s(monkeypatch,

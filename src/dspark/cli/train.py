@@ -63,10 +63,6 @@ def register(parser: argparse.ArgumentParser) -> None:
                           "rank 32 held the same held-out τ as 256 at 1/8 of the head's size "
                           "(benchmarks/results/smollm2/ \"Run 14\")")
     fit.add_argument("--markov-head", choices=("vanilla", "gated", "rnn"), default="vanilla")
-    fit.add_argument("--markov-first-slot", action=argparse.BooleanOptionalAction, default=None,
-                     help="--no-markov-first-slot: no Markov bias at the first drafted slot, which the backbone then "
-                          "predicts alone (an experiment: the paper biases every slot; such a draft exports only in "
-                          "the native layout). With --init, switches the init draft's setting")
     fit.add_argument("--mask-token-id", type=int)
     fit.add_argument("--steps", type=int, default=1000)
     fit.add_argument("--lr", type=float, default=6e-4)
@@ -191,8 +187,6 @@ def _fit(args) -> int:
             config = config.replace(intermediate_size=args.draft_intermediate)
         torch.manual_seed(args.seed)
         draft = DSparkDraft(config).to(device)
-    if args.markov_first_slot is not None:
-        draft.config = draft.config.replace(markov_first_slot=args.markov_first_slot)
     draft.tie_embeddings(model.get_input_embeddings(), model.get_output_embeddings())
     layer_ids = draft.config.target_layer_ids
     source = (OnlineHiddenStates(Target(model, layer_ids), read_examples(args.data, args.max_length),

@@ -52,21 +52,13 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
     states, anchors [N] the tokens before slot 0. `confidence` False: no confidence logits (nothing will read them)."""
     head, vocab = draft.markov_head, draft.draft_vocab  # vocab: K frequent ids (FR-Spec) or None for all V
     n, gamma = hidden.shape[:2]
-    first_biased = draft.config.markov_first_slot  # False: slot 0 is the backbone's argmax alone
     fused = markov_kernel.usable(head, hidden, config.greedy)
-    if fused and (first_biased or gamma > 1):  # one launch per slot (CUDA)
+    if fused:  # one launch per slot (CUDA)
         base = draft.base_logits(hidden) if vocab is None else vocab.logits(hidden)  # [N, γ, V] or [N, γ, K]
         w1 = head.markov_w1.weight
         w2, ids = (head.markov_w2.weight, None) if vocab is None else (vocab.markov_w2.weight, vocab.token_ids)
-        if first_biased:
-            gate = markov_kernel.gate_inputs(head, hidden)  # None for the vanilla head
-            tokens = markov_kernel.greedy_decode(base, w1, w2, anchors, gate, ids)  # [N, γ]
-        else:
-            first = base[:, 0].argmax(-1)  # [N] (a position among the K with a draft vocabulary)
-            first = first if vocab is None else vocab.full_ids(first)
-            gate = markov_kernel.gate_inputs(head, hidden[:, 1:])
-            rest = markov_kernel.greedy_decode(base[:, 1:], w1, w2, first, gate, ids)  # [N, γ − 1]
-            tokens = torch.cat([first[:, None], rest], dim=1)  # [N, γ]
+        gate = markov_kernel.gate_inputs(head, hidden)  # None for the vanilla head
+        tokens = markov_kernel.greedy_decode(base, w1, w2, anchors, gate, ids)  # [N, γ]
         if not confidence:
             return Proposal(tokens, None, None)
         prevs = torch.cat([anchors[:, None], tokens[:, :-1]], dim=1)  # [N, γ]
@@ -82,8 +74,7 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
         prevs.append(prev)
         if head is not None:
             mixed, state = head.step_features(prev, hidden[:, k], state)  # [N, r] (an RNN state advances every slot)
-            if k or first_biased:
-                logits = logits + w2(mixed)  # [N, V] fp32: the add promotes the bias exactly, no separate cast kernel
+            logits = logits + w2(mixed)  # [N, V] fp32: the add promotes the bias exactly, no separate cast kernel
         if config.greedy:
             token = logits.argmax(-1)  # [N]
         else:

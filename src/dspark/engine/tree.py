@@ -85,7 +85,7 @@ class TreeDrafts:
 
 
 def _beam_step(draft: DSparkDraft, base: torch.Tensor, hidden: torch.Tensor, prev: torch.Tensor,
-               state: torch.Tensor | None, biased: bool, beam: int, temperature: float):
+               state: torch.Tensor | None, beam: int, temperature: float):
     """Children of the beam: base [B, V'] (one slot's logits before the bias), hidden [B, d], prev [B, P] full ids
     and the Markov state [B·P, r] or None -> scores (log-softmax of the logits / temperature) of the top `beam`
     children per parent [B, P, beam], their ids (a position among V') [B, P, beam] and the next state [B·P, r] or
@@ -97,9 +97,8 @@ def _beam_step(draft: DSparkDraft, base: torch.Tensor, hidden: torch.Tensor, pre
     if head is not None:  # without a Markov head every parent's children come from the slot's own distribution
         mixed, state_next = head.step_features(prev.reshape(-1), hidden[:, None].expand(b, p, -1).reshape(b * p, -1),
                                                state)
-        if biased:
-            w2 = head.markov_w2 if vocab is None else vocab.markov_w2
-            logits = logits + w2(mixed).view(b, p, -1)  # [B, P, V'] fp32
+        w2 = head.markov_w2 if vocab is None else vocab.markov_w2
+        logits = logits + w2(mixed).view(b, p, -1)  # [B, P, V'] fp32
     if temperature != 1.0:
         logits = logits * (1.0 / temperature)  # as tree_kernel scales them, bit for bit
     top = torch.log_softmax(logits, dim=-1).topk(beam, dim=-1)  # [B, P, beam]
@@ -124,15 +123,15 @@ def build_tree(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, 
     head = draft.markov_head
     state = head.init_state(b, hidden.device, hidden.dtype) if head is not None else None
     temperature = shape.score_temperature
-    lp, ids, state = _beam_step(draft, base[:, 0], hidden[:, 0], anchors[:, None], state,
-                                draft.config.markov_first_slot, k, temperature)  # [B, 1, k]
+    lp, ids, state = _beam_step(draft, base[:, 0], hidden[:, 0], anchors[:, None], state, k,
+                                temperature)  # [B, 1, k]
     scores, tokens = lp[:, 0], full(ids[:, 0])  # [B, k]
     parents = torch.zeros_like(tokens)  # [B, k] beam index at the previous depth (the anchor at depth 0)
     if state is not None:
         state = state.repeat_interleave(k, dim=0)  # [B·k, r]
     pool_scores, pool_tokens, pool_parents = [scores], [tokens], [parents]
     for slot in range(1, gamma):
-        lp, ids, state = _beam_step(draft, base[:, slot], hidden[:, slot], tokens, state, True, k,
+        lp, ids, state = _beam_step(draft, base[:, slot], hidden[:, slot], tokens, state, k,
                                     temperature)  # [B, k, k]
         total = (scores[:, :, None] + lp).reshape(b, k * k)  # [B, k²] cumulative log-probability
         scores, pick = total.topk(k, dim=-1)  # [B, k]
@@ -157,8 +156,7 @@ def _kernel_beams(draft: DSparkDraft, base: torch.Tensor, anchors: torch.Tensor,
     scores = torch.zeros(anchors.shape[0], 1, device=base.device)  # [B, 1] the anchor's
     tokens, beams = anchors[:, None], []
     for slot in range(base.shape[1]):
-        biased = slot > 0 or draft.config.markov_first_slot
-        scores, tokens, parents = tree_kernel.beam_step(base[:, slot], w1, w2, tokens, scores, k, ids, biased, scale)
+        scores, tokens, parents = tree_kernel.beam_step(base[:, slot], w1, w2, tokens, scores, k, ids, True, scale)
         beams.append((scores, tokens, parents))
     return tuple(torch.stack(part, 1) for part in zip(*beams))  # type: ignore[return-value]
 

@@ -47,8 +47,6 @@ def draft_forward(draft: DSparkDraft, features: torch.Tensor, blocks: Blocks, at
     bias = None
     if draft.markov_head is not None:
         bias = draft.markov_head.teacher_forced(blocks.prev_ids, hidden)  # [B, N, γ, V]
-        if not draft.config.markov_first_slot:  # the first drafted slot is the backbone's alone
-            bias = bias.index_fill(-2, torch.zeros(1, dtype=torch.long, device=bias.device), 0.0)
         logits = logits + bias
     return DraftOutputs(hidden, bias, logits, draft.confidence_logits(hidden, blocks.prev_ids))
 

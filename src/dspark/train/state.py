@@ -57,8 +57,7 @@ def load_checkpoint(ckpt: Path, draft: DSparkDraft, optimizer: torch.optim.Optim
         raise ValueError(f"{ckpt}: the checkpoint's draft is mode {saved.mode!r} with heads={saved.has_heads}, this "
                          f"run's is mode {draft.config.mode!r} with heads={draft.config.has_heads}; resume with the "
                          f"same mode as the run that wrote it")
-    shape = ("num_hidden_layers", "hidden_size", "block_size", "markov_rank", "markov_head_type", "markov_first_slot",
-             "target_layer_ids")
+    shape = ("num_hidden_layers", "hidden_size", "block_size", "markov_rank", "markov_head_type", "target_layer_ids")
     differ = [f"{f} {getattr(saved, f)} (this run: {getattr(draft.config, f)})" for f in shape
               if getattr(saved, f) != getattr(draft.config, f)]
     if differ:
