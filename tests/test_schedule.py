@@ -1,17 +1,25 @@
-"""Confidence scheduling: the static threshold cut and the hardware-aware prefix scheduler (paper Algorithm 1)."""
+"""Confidence scheduling: the threshold cut, the paper's Algorithm 1 (its list form, tests/oracle.py) and the round-cost
+table."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from dspark.engine.schedule import StepCostTable, schedule_prefixes, survival, threshold_length
+from oracle import schedule_prefixes
+
+from dspark.engine.schedule import StepCostTable, scheduled_lengths, survival
 
 
 def test_threshold_cuts_at_the_first_slot_below_it_with_calibration_temperatures():
-    logits = torch.tensor([2.0, 1.0, -1.0, 3.0])
-    assert threshold_length(logits, 0.5) == 2  # σ(−1) < 0.5; the later 3.0 does not matter
-    assert threshold_length(logits, 0.9) == 0  # σ(2) ≈ 0.88
-    assert threshold_length(logits, 0.9, torch.tensor([0.5, 1, 1, 1])) == 1  # σ(4) ≈ 0.98 passes, σ(1) fails
+    def cut(threshold: float, temperatures: torch.Tensor | None = None) -> int:
+        logits = torch.tensor([[2.0, 1.0, -1.0, 3.0]])
+        return int(scheduled_lengths(logits, torch.tensor([9]), 4, "threshold", torch.tensor(threshold),
+                                     temperatures, None)[0])
+
+    assert cut(0.5) == 2  # σ(−1) < 0.5; the later 3.0 does not matter
+    assert cut(0.9) == 0  # σ(2) ≈ 0.88
+    assert cut(0.9, torch.tensor([0.5, 1, 1, 1])) == 1  # σ(4) ≈ 0.98 passes, σ(1) fails
+    assert cut(0.0) == 4  # 0 cuts nothing
     torch.testing.assert_close(survival(torch.tensor([0.0])), torch.tensor([0.5]))
 
 

@@ -12,7 +12,7 @@ import torch
 from dspark import GenerationConfig, Target, generate
 from dspark.engine import batch_round
 from dspark.engine.batch import BatchEngine
-from dspark.engine.batch_schedule import Scheduling
+from dspark.engine.schedule import Scheduling
 from dspark.engine.static_target import StaticTarget
 from dspark.engine.tree import TreeDrafts, TreeShape, accept_tree, accepted_path, build_tree
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
@@ -105,7 +105,6 @@ def test_tree_forward_gives_each_slot_the_logits_of_a_plain_forward_of_its_path(
     for row in range(3):
         for slot in range(tree.tokens.shape[1]):
             path = tree.visible[row, slot].nonzero().flatten()  # its ancestors and itself, in depth order
-            target.reset()
             out = target.forward(torch.cat([prompts[row], tree.tokens[row, path]])[None])
             assert torch.allclose(logits[row, slot], out.logits[0, -1], atol=1e-4)
             assert torch.allclose(features[row, slot], out.features[0, -1], atol=1e-4)
@@ -166,12 +165,14 @@ def test_a_tree_engine_refuses_scheduling_short_blocks_and_shapes_it_cannot_fill
     with pytest.raises(ValueError, match="scheduling rule"):
         engine.generate([PROMPTS[0]], GenerationConfig(max_new_tokens=4), Scheduling("threshold"))
     with pytest.raises(ValueError, match="block_size"):
-        engine.generate([PROMPTS[0]], GenerationConfig(max_new_tokens=4, block_size=3))
+        engine.generate([PROMPTS[0]], GenerationConfig(max_new_tokens=4, max_drafts=3))
     gamma = draft.config.num_draft_tokens
     with pytest.raises(ValueError, match="candidates"):
         BatchEngine(target, draft, max_batch=1, max_length=64, tree=TreeShape(gamma * 2 + 1, 2))
-    with pytest.raises(ValueError, match="ragged"):
-        BatchEngine(target, draft, max_batch=1, max_length=64, tree=TreeShape(8, 2), ragged=True)
+    other = tiny_target("deepseek_v3", num_layers=2)  # the Hugging Face backend verifies chains only
+    cfg = draft_config_for(other, layer_ids=(0,))
+    with pytest.raises(ValueError, match="tree verification needs the static backend"):
+        BatchEngine(Target(other, (0,)), random_draft(cfg), max_batch=1, max_length=64, tree=TreeShape(8, 2))
 
 
 def test_a_warmed_up_tree_engine_captures_every_shape_within_both_caches_and_stays_lossless():
@@ -181,7 +182,7 @@ def test_a_warmed_up_tree_engine_captures_every_shape_within_both_caches_and_sta
     target = Target(model, draft.config.target_layer_ids)
     engine = BatchEngine(target, draft, max_batch=2, max_length=40, pad_to_buckets=True, tree=TreeShape(14, 4))
     engine.graphs = EagerReplay(engine.round)
-    assert engine.static_draft.max_length >= engine.static_target.max_length
+    assert engine.static_draft.max_length >= engine.backend.max_length
     engine.warm_up()
     assert {key[2] for key in engine.graphs.graphs if key[0] == "verify"} == {1, 15}
     config = GenerationConfig(max_new_tokens=20, eos_token_ids=(EOS_ID,))

@@ -66,7 +66,7 @@ def main() -> None:
 
     hf()
     results["hf_generate_dynamic_tok_s"] = new / timed(hf, 3, device)
-    plain = GenerationConfig(max_new_tokens=new, block_size=0)
+    plain = GenerationConfig(max_new_tokens=new, max_drafts=0)
     generate(target, None, prompt[0].tolist(), plain)
     results["dspark_plain_tok_s"] = new / timed(lambda: generate(target, None, prompt[0].tolist(), plain), 3, device)
     verify_ms = {}

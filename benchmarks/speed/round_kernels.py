@@ -138,7 +138,7 @@ class Timer:
 def idle_rows(engine: BatchEngine, rows: int) -> None:
     """Set up `rows` rows that compute everything and move nothing (inactive), at position 200."""
     r = engine.round
-    r.begin(GenerationConfig(), r.gamma_max, torch.Generator(device=engine.static_target.device))
+    r.begin(GenerationConfig(), r.gamma_max, torch.Generator(device=engine.backend.device))
     r.active[:rows], r.budget[:rows], r.start[:rows] = False, 10**6, 200
 
 
@@ -163,10 +163,10 @@ def step_times(engine: BatchEngine, timer: Timer, window: int) -> dict[str, floa
     r.extend_stream = stream
     for t in (1, gamma + 1):
         ids = torch.zeros(1, t, dtype=torch.long, device=r.anchor.device)
-        out[f"  target.forward t={t}"] = timer(lambda ids=ids: engine.static_target.forward(ids, r.start[:1],
+        out[f"  target.forward t={t}"] = timer(lambda ids=ids: engine.backend.forward(ids, r.start[:1],
                                                                                               window=window))
     features = torch.zeros(1, gamma + 1, engine.target.hidden_size * len(engine.target.layer_ids),
-                           dtype=engine.static_target.keys[0].dtype, device=r.anchor.device)
+                           dtype=engine.backend.keys[0].dtype, device=r.anchor.device)
     out[f"  draft.extend t={gamma + 1}"] = timer(lambda: engine.static_draft.extend(features, r.start[:1]))
     logits = torch.zeros(1, gamma + 1, engine.target.vocab_size, device=r.anchor.device)
     out["  accept_greedy"] = timer(lambda: accept_greedy(r.drafts[:1], r.lengths[:1], logits))
@@ -198,7 +198,7 @@ def tree_times(target: Target, draft: DSparkDraft, timer: Timer, window: int, sh
         hidden = sd.block_states(r.anchor[:1], r.start[:1], None, window)
         out[f"  {name} build_tree"] = timer(lambda: build_tree(sd.draft, hidden, r.anchor[:1], r.tree))
         tree = r.trees.rows(1)
-        out[f"  {name} target.forward"] = timer(lambda: engine.static_target.forward(tree.tokens, r.start[:1],
+        out[f"  {name} target.forward"] = timer(lambda: engine.backend.forward(tree.tokens, r.start[:1],
                                                                                       window=window, tree=tree))
         del engine
     return out
@@ -230,8 +230,8 @@ def sdpa_rows(engine: BatchEngine, timer: Timer, window: int) -> tuple[dict[str,
     gen = torch.Generator(device=r.anchor.device).manual_seed(0)
     ids = torch.randint(0, engine.target.vocab_size, (1, gamma + 1), generator=gen, device=r.anchor.device)
     start = torch.tensor([300], device=r.anchor.device)
-    fast, _ = engine.static_target.forward(ids, start, window=window)
-    slow, _ = switched_off(cache_attention, lambda: engine.static_target.forward(ids, start, window=window))
+    fast, _ = engine.backend.forward(ids, start, window=window)
+    slow, _ = switched_off(cache_attention, lambda: engine.backend.forward(ids, start, window=window))
     agree = {"max |logit difference|": float((fast - slow).abs().max()),
              "argmax agreement": float((fast.argmax(-1) == slow.argmax(-1)).float().mean())}
     return times, agree
@@ -258,7 +258,7 @@ def kernel_profile(engine: BatchEngine, window: int) -> dict[str, dict]:
     from torch.profiler import ProfilerActivity, profile
 
     r, gamma = engine.round, engine.round.gamma_max
-    cuda = engine.static_target.device.type == "cuda"
+    cuda = engine.backend.device.type == "cuda"
     steps = {"verify t=1": lambda: r.verify(1, 1, window), f"verify t={gamma + 1}": lambda: r.verify(1, gamma + 1, window),
              "propose": lambda: r.propose(1, window)}
     out = {}
@@ -301,7 +301,7 @@ def compiled_times(engine: BatchEngine, timer: Timer, window: int) -> dict[str, 
     captured and replayed: how much kernel fusion would buy, and what it costs to compile."""
     r, gamma, out = engine.round, engine.round.gamma_max, {}
     # the undecorated functions under no_grad: inductor cannot trace through inference-mode tensors
-    forward = torch.compile(type(engine.static_target).forward.__wrapped__.__get__(engine.static_target),
+    forward = torch.compile(type(engine.backend).forward.__wrapped__.__get__(engine.backend),
                             dynamic=False)
     for t in (1, gamma + 1):
         ids = torch.zeros(1, t, dtype=torch.long, device=r.anchor.device)

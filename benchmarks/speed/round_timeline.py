@@ -79,7 +79,7 @@ class Stamps:
 
 
 def instrumented(engine: BatchEngine, prompts: list[list[int]], config: GenerationConfig) -> dict[str, float]:
-    stamps = Stamps(engine.static_target.device.type == "cuda")
+    stamps = Stamps(engine.backend.device.type == "cuda")
     engine._propose = stamps.wrap("propose", type(engine)._propose.__get__(engine))
     engine._verify = stamps.wrap("verify", type(engine)._verify.__get__(engine))
     engine._admit = stamps.wrap("admit", type(engine)._admit.__get__(engine))
@@ -134,7 +134,7 @@ def instrumented(engine: BatchEngine, prompts: list[list[int]], config: Generati
 
 
 def clean_pass(engine: BatchEngine, prompts: list[list[int]], config: GenerationConfig, repeats: int) -> dict:
-    sync = torch.cuda.synchronize if engine.static_target.device.type == "cuda" else (lambda: None)
+    sync = torch.cuda.synchronize if engine.backend.device.type == "cuda" else (lambda: None)
     best = None
     for _ in range(repeats):
         sync()

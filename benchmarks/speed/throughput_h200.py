@@ -263,7 +263,7 @@ def profile(args: argparse.Namespace, state: dict) -> dict:
 def scheduled_profile(engine: OurEngine, prompt: list[int], config: GenerationConfig, rule: str,
                       threshold: float) -> dict:
     """`profile_engine_rounds` at batch 1 under a scheduling rule (Algorithm 1 on the engine's own batch-1 table)."""
-    from dspark.engine.batch_schedule import Scheduling
+    from dspark.engine.schedule import Scheduling
 
     built = engine.engine(1)
     scheduling = Scheduling(rule, built.round_cost_tables([1]) if rule == "algorithm1" else None)

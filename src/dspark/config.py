@@ -130,19 +130,22 @@ class DraftConfig:
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    """How to generate. temperature 0 is greedy; block_size 0 turns drafting off (plain autoregressive decoding)."""
+    """How to generate. temperature 0 is greedy; max_drafts 0 turns drafting off (plain autoregressive decoding).
+    eos_token_ids None stops at the target's own EOS ids (its generation config, as HF `generate` does); () never
+    stops early."""
 
     max_new_tokens: int = 128
     temperature: float = 0.0
     top_p: float = 1.0
     top_k: int = 0
     seed: int | None = None
-    eos_token_ids: tuple[int, ...] = ()
-    block_size: int | None = None  # None: the draft's own; 0: no drafting; k: verify at most k drafts per round
+    eos_token_ids: tuple[int, ...] | None = None  # None: the target's EOS ids; (): none
+    max_drafts: int | None = None  # drafts verified per round at most: None the draft's whole block; 0 no drafting
     confidence_threshold: float = 0.0  # cut the block at the first slot whose confidence falls below this
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "eos_token_ids", tuple(int(t) for t in self.eos_token_ids))
+        if self.eos_token_ids is not None:
+            object.__setattr__(self, "eos_token_ids", tuple(int(t) for t in self.eos_token_ids))
         if self.max_new_tokens < 0:
             raise ConfigError("max_new_tokens must be >= 0")
         if self.temperature < 0:
@@ -151,8 +154,8 @@ class GenerationConfig:
             raise ConfigError("top_p must be in (0, 1]")
         if self.top_k < 0:
             raise ConfigError("top_k must be >= 0 (0 disables top-k)")
-        if self.block_size is not None and self.block_size < 0:
-            raise ConfigError("block_size must be >= 0")
+        if self.max_drafts is not None and self.max_drafts < 0:
+            raise ConfigError("max_drafts must be >= 0 (0 turns drafting off)")
         if not 0 <= self.confidence_threshold <= 1:
             raise ConfigError("confidence_threshold must be in [0, 1]")
 

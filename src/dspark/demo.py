@@ -2,13 +2,13 @@
 
 For each of three held-out suites (HumanEval code, MT-Bench chat, GSM8K math: the bench suites' own prompts, which
 the draft's training data never includes), every prompt, rendered with the tokenizer's chat template, is generated
-twice by the same batch-1 engine on the same target in fp32: speculatively (block 7, T=0) and plainly (drafting off).
+twice by the same engine (one row) on the same target in fp32: speculatively (block 7, T=0) and plainly (drafting off).
 By default the speculative runs schedule each block with the DSpark paper's Algorithm 1 (the confidence head's
 predicted acceptance against a round-cost table measured on this machine first: on a CPU a verify of 2+ tokens costs
 far more than one), so a block the draft is unsure of verifies fewer drafts; `schedule="none"` verifies every block
 whole. A suite reports τ, per-position acceptance, decode tokens/s of both runs (after the first token: the prefill is the
 same target pass either way), the speedup, and whether the two outputs are identical token for token. Loading
-converts the SmolLM2 GGUF once (cached by `dspark.testbed.smollm2`). Printing lives in `cli/demo.py`; nothing here
+converts the SmolLM2 GGUF once (cached by `dspark.formats.smollm2`). Printing lives in `cli/demo.py`; nothing here
 trains (`dspark testbed` runs the from-scratch CPU pipeline).
 """
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any
 import torch
 
 from dspark.config import GenerationConfig
-from dspark.bench.round_profile import round_cost_table
 from dspark.engine.cpu_layout import WeightPlan, plan_cpu_layout
-from dspark.engine.generate import generate, generate_stream, prepare_pair
+from dspark.engine.batch import engine_for, prepare_pair
+from dspark.engine.generate import generate, generate_stream
 from dspark.engine.schedule import StepCostTable
 from dspark.engine.stats import GenerationStats, StatsRecorder
 from dspark.model.draft import DSparkDraft
@@ -182,7 +182,7 @@ def check_requirements(options: DemoOptions) -> Path:
     from dspark.assets import MissingAsset, smollm2_draft
     from dspark.bench.errors import MissingDataPackage
     from dspark.bench.suites import check_installed
-    from dspark.testbed import smollm2
+    from dspark.formats import smollm2
 
     problems = []
     missing = smollm2.missing_packages()
@@ -225,7 +225,7 @@ class DemoSetup:
 def load_demo(options: DemoOptions, on_stage: Callable[[str], None] = lambda message: None) -> DemoSetup:
     """SmolLM2 (converted from its GGUF on first use), the draft, and the suites' prompts, all on the CPU in fp32."""
     from dspark.formats.native import load_draft
-    from dspark.testbed import smollm2
+    from dspark.formats import smollm2
 
     draft_path = check_requirements(options)
     cached = (smollm2.cache_dir() / "config.json").is_file()
@@ -273,7 +273,8 @@ def measure_round_costs(setup: DemoSetup, options: DemoOptions) -> StepCostTable
     first = _first_prompt(setup)
     if options.schedule == "none" or first is None or setup.draft.confidence_head is None:
         return None
-    return round_cost_table(setup.target, setup.draft, context_tokens=len(first), repeat=5)
+    engine = engine_for(setup.target, setup.draft, [first], options.max_new_tokens, max_batch=1)
+    return engine.measure_step_costs(1, repeats=5, context=len(first) + options.max_new_tokens)
 
 
 def run_demo(setup: DemoSetup, options: DemoOptions, cost: StepCostTable | None = None,

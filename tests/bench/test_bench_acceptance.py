@@ -92,12 +92,12 @@ def test_bad_settings_say_what_to_change():
         AcceptanceSettings(temperatures=(-1.0,))
     with pytest.raises(BenchError, match="--max-new-tokens must be at least 2"):
         AcceptanceSettings(max_new_tokens=1)
-    with pytest.raises(BenchError, match="--block-size must be at least 1"):
-        AcceptanceSettings(block_size=0)
+    with pytest.raises(BenchError, match="--max-drafts must be at least 1"):
+        AcceptanceSettings(max_drafts=0)
     with pytest.raises(BenchError, match="--batch must be at least 1"):
         AcceptanceSettings(batch=0)
     with pytest.raises(BenchError, match="whole block"):
-        AcceptanceSettings((0.0,), tree_nodes=8, block_size=2)
+        AcceptanceSettings((0.0,), tree_nodes=8, max_drafts=2)
     with pytest.raises(BenchError, match="--tree-score-temperature must be > 0"):
         AcceptanceSettings((0.0,), tree_nodes=8, tree_score_temperature=0.0)
 

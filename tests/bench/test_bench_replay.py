@@ -19,8 +19,8 @@ def test_replay_matches_the_engine_on_the_reference_drafts(variant, block_size, 
     draft = load_draft(folder / "draft")
     target = Target(conformance_target, meta["target_layer_ids"])
     prompt = record["output_ids"][: record["prompt_len"]]
-    engine = generate(target, draft, prompt, GenerationConfig(max_new_tokens=40, block_size=block_size))
-    replay = replay_greedy(target, draft, prompt, engine.tokens, block_size=block_size)
+    engine = generate(target, draft, prompt, GenerationConfig(max_new_tokens=40, max_drafts=block_size))
+    replay = replay_greedy(target, draft, prompt, engine.tokens, max_drafts=block_size)
     assert replay.accepted_counts == engine.stats.accepted_counts
     assert replay.proposed_counts == engine.stats.proposed_counts
     assert max(replay.acceptance_lengths) > 1

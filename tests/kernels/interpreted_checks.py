@@ -293,7 +293,7 @@ def layer_kernel_agreement() -> dict[str, float]:
 
 
 def static_target_agreement() -> dict[str, float]:
-    """Largest |static target − HF target| logit over a prefill per row and two ragged verify steps (the kernels)."""
+    """Largest |static target − HF target| logit over a prefill per row and two verify steps (the kernels)."""
     out = {}
     for arch in ("llama", "qwen3", "qwen2", "mistral"):  # qwen2 / mistral: sliding windows of 8
         model = tiny_target(arch, vocab_size=300, num_layers=3, seed=1)

@@ -71,12 +71,12 @@ def test_dry_run_describes_the_embedded_default(capsys):
     (["--port", "70000"], "not a TCP port"),
     (["--max-concurrency", "0"], "--max-concurrency must be >= 1"),
     (["--max-model-len", "1"], "--max-model-len must be >= 2"),
-    (["--block-size", "99"], "exceeds the"),
+    (["--max-drafts", "99"], "exceeds the"),
     (["--api-key", " "], "--api-key is empty"),
     (["--threads", "0"], "--threads must be >= 1"),
     (["--algorithm1", "--confidence-threshold", "0.3"], "choose one"),
     (["--tree-nodes", "8", "--tree-score-temperature", "0"], "--tree-score-temperature must be > 0"),
-    (["--tree-nodes", "8", "--block-size", "3"], "whole block"),
+    (["--tree-nodes", "8", "--max-drafts", "3"], "whole block"),
     (["--tree-nodes", "999"], "candidates"),
 ])
 def test_bad_flags_exit_2_with_one_clear_message(capsys, flags, says):

@@ -38,7 +38,7 @@ def test_tree_settings_that_cannot_verify_a_tree_are_refused_before_serving():
     with pytest.raises(ServeSetupError, match="whole block"):
         ServeSettings(tree_nodes=8, algorithm1=True)
     with pytest.raises(ServeSetupError, match="whole block"):
-        ServeSettings(tree_nodes=8, block_size=3)
+        ServeSettings(tree_nodes=8, max_drafts=3)
     with pytest.raises(ServeSetupError, match="--tree-beam >= 1"):
         ServeSettings(tree_nodes=8, tree_beam=0)
     with pytest.raises(ServeSetupError, match="--tree-max-rows >= 0"):

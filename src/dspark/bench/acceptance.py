@@ -29,7 +29,7 @@ class AcceptanceSettings:
     seed: int = 0  # prompt i of a suite samples with seed + i
     top_p: float = 1.0
     top_k: int = 0
-    block_size: int | None = None  # drafts verified per round (None: the draft's own)
+    max_drafts: int | None = None  # drafts verified per round at most (None: the draft's whole block)
     confidence_threshold: float = 0.0  # 0: no confidence scheduling (the paper's Table 1 setting)
     batch: int = 1  # sequences decoded at once (1: the batch-1 engine, prompt by prompt)
     tree_nodes: int = 0  # > 0: the batched engine verifies a tree of this many drafts per round
@@ -44,20 +44,20 @@ class AcceptanceSettings:
             raise BenchError("temperatures must be >= 0 (0 means greedy)")
         if self.max_new_tokens < 2:
             raise BenchError("--max-new-tokens must be at least 2 (one bonus token, then drafting)")
-        if self.block_size is not None and self.block_size < 1:
-            raise BenchError("--block-size must be at least 1: acceptance needs drafts (0 would be plain decoding)")
+        if self.max_drafts is not None and self.max_drafts < 1:
+            raise BenchError("--max-drafts must be at least 1: acceptance needs drafts (0 would be plain decoding)")
         if self.batch < 1:
             raise BenchError("--batch must be at least 1 (1: one prompt at a time)")
         if self.tree_nodes < 0 or self.tree_beam < 1:
             raise BenchError("--tree-nodes must be >= 0 (0: the chain) and --tree-beam >= 1")
         if not self.tree_score_temperature > 0:
             raise BenchError("--tree-score-temperature must be > 0 (1: the draft's own log-probabilities)")
-        if self.tree_nodes and (self.block_size is not None or self.confidence_threshold > 0):
-            raise BenchError("a tree verifies the draft's whole block: drop --block-size and --confidence-threshold")
+        if self.tree_nodes and (self.max_drafts is not None or self.confidence_threshold > 0):
+            raise BenchError("a tree verifies the draft's whole block: drop --max-drafts and --confidence-threshold")
 
     def as_dict(self) -> dict[str, Any]:
         return {"temperatures": list(self.temperatures), "max_new_tokens": self.max_new_tokens, "seed": self.seed,
-                "top_p": self.top_p, "top_k": self.top_k, "block_size": self.block_size,
+                "top_p": self.top_p, "top_k": self.top_k, "max_drafts": self.max_drafts,
                 "confidence_threshold": self.confidence_threshold, "batch": self.batch,
                 "tree_nodes": self.tree_nodes, "tree_beam": self.tree_beam,
                 "tree_score_temperature": self.tree_score_temperature}
@@ -73,8 +73,8 @@ def run_acceptance(target: Any, draft: Any, prompts: Mapping[str, Sequence[Encod
                    max_positions: int | None = None,
                    advance: Callable[[str, float], None] | None = None) -> tuple[AcceptanceRow, ...]:
     """One row per (temperature, suite), temperatures outermost. `advance(suite, T)` is called after each prompt."""
-    gamma = settings.block_size if settings.block_size is not None else int(draft.config.num_draft_tokens)
-    # the batch engine holds a whole block per row whatever --block-size verifies
+    gamma = settings.max_drafts if settings.max_drafts is not None else int(draft.config.num_draft_tokens)
+    # the batch engine holds a whole block per row whatever --max-drafts verifies
     batched = settings.batch > 1 or settings.tree_nodes > 0  # a tree runs in the batched engine
     reserve = gamma if not batched else max(gamma, int(draft.config.num_draft_tokens))
     fits = {suite: [(i, list(p.token_ids)) for i, p in enumerate(encoded) if max_positions is None
@@ -103,7 +103,7 @@ def _config(settings: AcceptanceSettings, temperature: float, eos_token_ids: tup
 
     return GenerationConfig(max_new_tokens=settings.max_new_tokens, temperature=temperature, top_p=settings.top_p,
                             top_k=settings.top_k, seed=settings.seed + seed_offset, eos_token_ids=eos_token_ids,
-                            block_size=settings.block_size, confidence_threshold=settings.confidence_threshold)
+                            max_drafts=settings.max_drafts, confidence_threshold=settings.confidence_threshold)
 
 
 # ((index in the suite, token ids) pairs, config by seed offset, called after each prompt)

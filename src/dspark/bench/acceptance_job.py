@@ -88,7 +88,7 @@ def run_acceptance_job(request: AcceptanceRequest, progress: Progress | None = N
         run=collect_run_info(request.command, models.device), target=str(request.target), draft=str(request.draft),
         settings={**settings.as_dict(), "limit": request.limit,
                   "context_tokens": context if "long" in prompts else None,
-                  "drafts_per_round": settings.block_size or models.drafts_per_round,
+                  "drafts_per_round": settings.max_drafts or models.drafts_per_round,
                   "chat_template": request.use_chat_template and has_chat_template(models.tokenizer),
                   "chat_template_kwargs": kwargs,
                   "max_positions": models.max_positions, "eos_token_ids": list(models.eos_token_ids),

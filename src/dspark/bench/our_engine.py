@@ -1,14 +1,9 @@
 """Our engine as the throughput runner sees it: build once, then decode a list of requests at a concurrency.
 
-Two kinds behind one adapter (`OurEngine.generate`):
-- "batch": `dspark.engine.batch.BatchEngine` (static KV caches, CUDA graphs, several sequences per step, continuous
-  batching), built once per concurrency level, its graphs all captured, outside the timed region, with the none /
-  threshold / algorithm1 schedulers;
-- "sequential": the batch-1 `dspark.engine.generate.generate`, request after request (concurrency emulated: the same
-  requests decoded one at a time), with the same three schedulers (Algorithm 1 on a round-cost table: draft block +
-  verify by width).
-"auto" takes the batch engine when it runs the target. `StepCosts` measures the round-cost tables Algorithm 1 needs,
-once. Nothing here times a run or compares outputs (that is `throughput.py`).
+`OurEngine.generate` runs `dspark.engine.batch.BatchEngine` (several sequences per round, continuous batching; on a
+GPU with the static backend its CUDA graphs are all captured outside the timed region), built once per concurrency
+level, with the none / threshold / algorithm1 schedulers. `StepCosts` measures the round-cost tables Algorithm 1
+needs, once. Nothing here times a run or compares outputs (that is `throughput.py`).
 """
 from __future__ import annotations
 
@@ -20,21 +15,10 @@ import torch
 from dspark.bench.errors import BenchError
 from dspark.bench.throughput import Method, Output
 from dspark.config import GenerationConfig
-from dspark.engine.generate import GenerationResult, generate
 from dspark.engine.schedule import StepCostTable
-from dspark.engine.static_target import is_supported
+from dspark.engine.stats import GenerationResult
 from dspark.model.draft import DSparkDraft
 from dspark.model.target import Target
-
-ENGINE_KINDS = ("auto", "batch", "sequential")
-
-
-def resolve_kind(kind: str) -> str:
-    """"auto" is the batched engine; OurEngine falls back to the batch-1 loop for targets the batched one refuses."""
-    if kind not in ENGINE_KINDS:
-        raise BenchError(f"--engine must be one of {ENGINE_KINDS}, got {kind!r}")
-    return "batch" if kind == "auto" else kind
-
 
 def outputs(results: Sequence[GenerationResult], drafting: bool) -> list[Output]:
     """Engine results as runner outputs: tokens, and (when drafting) τ = accepted + 1 of every verify round, rounds
@@ -44,25 +28,21 @@ def outputs(results: Sequence[GenerationResult], drafting: bool) -> list[Output]
 
 
 class OurEngine:
-    """One target + (optional) draft, decoding requests with the batched or the batch-1 engine."""
+    """One target + (optional) draft, decoding requests with the engine."""
 
-    def __init__(self, target: Target, draft: DSparkDraft | None, max_length: int, kind: str = "auto",
-                 cuda_graphs: bool | None = None, ragged: bool = False, tree: Any = None):
-        """`ragged` (batch kind): a ragged verify (eager, so no CUDA graphs) instead of the rectangle. `tree` (a
-        `dspark.engine.tree.TreeShape`, batch kind): verify a tree of drafts per row instead of the chain."""
+    def __init__(self, target: Target, draft: DSparkDraft | None, max_length: int, cuda_graphs: bool | None = None,
+                 tree: Any = None):
+        """`tree` (a `dspark.engine.tree.TreeShape`): verify a tree of drafts per row instead of the chain."""
         self.target, self.draft, self.max_length = target, draft, max_length
-        self.ragged, self.tree = ragged, tree
-        self.kind, self.cuda_graphs = resolve_kind(kind), cuda_graphs  # BatchEngine: ragged runs without graphs
-        if kind == "auto" and not is_supported(target.model):
-            self.kind = "sequential"
+        self.tree, self.cuda_graphs = tree, cuda_graphs
         self._engines: dict[int, Any] = {}
 
     def unsupported(self, scheduler: str) -> str:
         """Why this engine cannot run `scheduler` ("" when it can)."""
         if scheduler != "none" and (self.draft is None or not self.draft.config.enable_confidence_head):
             return f"the {scheduler} scheduler needs a draft with a confidence head"
-        if self.tree is not None and (scheduler != "none" or self.kind != "batch"):
-            return "tree verification runs in the batched engine, without a scheduler"
+        if self.tree is not None and scheduler != "none":
+            return "tree verification runs without a scheduler"
         return ""
 
     def engine(self, max_batch: int) -> Any:
@@ -72,7 +52,7 @@ class OurEngine:
             from dspark.engine.batch import BatchEngine
 
             engine = BatchEngine(self.target, self.draft, max_batch=max_batch, max_length=self.max_length,
-                                 cuda_graphs=self.cuda_graphs, ragged=self.ragged, tree=self.tree)
+                                 cuda_graphs=self.cuda_graphs, tree=self.tree)
             if engine.graphs is not None:
                 engine.warm_up()  # every graph captured now: a capture inside a timed run would be billed to it
             self._engines[max_batch] = engine
@@ -85,31 +65,23 @@ class OurEngine:
 
     def generate(self, prompts: list[list[int]], concurrency: int, config: GenerationConfig, scheduler: str = "none",
                  cost_tables: dict[int, StepCostTable] | None = None) -> list[GenerationResult]:
-        """Decode every request; at most `concurrency` in flight (batch kind), one at a time (sequential kind)."""
+        """Decode every request, at most `concurrency` in flight."""
         reason = self.unsupported(scheduler)
         if reason:
             raise BenchError(reason)
-        if self.kind == "batch":
-            from dspark.engine.batch_schedule import Scheduling
+        from dspark.engine.schedule import Scheduling
 
-            return self.engine(concurrency).generate(prompts, config, Scheduling(scheduler, cost_tables))
-        cost = cost_tables[1] if scheduler == "algorithm1" else None  # the threshold rule rides on config
-        return [generate(self.target, self.draft, prompt, config, cost=cost) for prompt in prompts]
+        return self.engine(concurrency).generate(prompts, config, Scheduling(scheduler, cost_tables))
 
     def measure_step_costs(self, batches: Sequence[int]) -> dict[int, StepCostTable]:
-        """{batch size: rounds per second by verify width}: the batched engine's own whole rounds (draft block +
-        verify) at each batch size in `batches`; on the batch-1 loop, {1: a round by verify width (draft block +
-        eager target forward) after a 512-token context}."""
-        if self.kind == "sequential":
-            from dspark.bench.round_profile import round_cost_table
-
-            return {1: round_cost_table(self.target, self.draft)}
+        """{batch size: rounds per second by verify width}: the engine's own whole rounds (draft block + verify) at
+        each batch size in `batches`."""
         return self.engine(max(batches)).round_cost_tables(batches)
 
 
 class StepCosts:
-    """Algorithm 1's round-cost tables, measured once on first use and kept (`tables` is None until then).
-    Batched: at batch sizes 1, 2, 4, … up to the largest concurrency level."""
+    """Algorithm 1's round-cost tables, measured once on first use and kept (`tables` is None until then), at batch
+    sizes 1, 2, 4, … up to the largest concurrency level."""
 
     def __init__(self, engine: OurEngine, max_concurrency: int):
         self.engine = engine
@@ -139,5 +111,5 @@ def our_method(name: str, engine: OurEngine, config: GenerationConfig, scheduler
         return outputs(engine.generate(prompts, concurrency, replace(config, max_new_tokens=max_new_tokens),
                                        scheduler, tables), engine.draft is not None)
 
-    return Method(name, run, scheduler, speculative=engine.draft is not None, whole=engine.kind == "batch",
+    return Method(name, run, scheduler, speculative=engine.draft is not None, whole=True,
                   unavailable=engine.unsupported(scheduler), first=True)

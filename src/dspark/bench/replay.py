@@ -23,21 +23,21 @@ from dspark.train.forward import draft_forward
 
 @torch.inference_mode()
 def replay_greedy(target: Target, draft: DSparkDraft, prompt: Sequence[int], continuation: Sequence[int],
-                  block_size: int | None = None, confidence: list | None = None) -> GenerationStats:
+                  max_drafts: int | None = None, confidence: list | None = None) -> GenerationStats:
     """Rounds of greedy speculative decoding of `prompt` that produce exactly `continuation` (the target's greedy
-    output, first token included), with at most `block_size` drafts verified per round. When `confidence` is a
-    list, each round appends (confidence logits of its whole block, proposed, accepted), as `StatsRecorder` does."""
+    output, first token included), with at most `max_drafts` drafts verified per round. When `confidence` is a
+    list, each round appends (confidence logits of its whole block, proposed, accepted)."""
     from dspark.engine.generate import prepare_pair
 
     prepare_pair(target, draft)
     cfg = draft.config
-    gamma = min(block_size or cfg.num_draft_tokens, cfg.num_draft_tokens)
+    gamma = min(max_drafts or cfg.num_draft_tokens, cfg.num_draft_tokens)
     p0, total = len(prompt), len(continuation)
     if total < 2:
         return GenerationStats((), (), p0, total)
     device = target.device
     ids = torch.tensor([list(prompt) + list(continuation)], device=device)  # [1, S]
-    out = target.forward(ids, use_cache=False)
+    out = target.forward(ids)
     anchors = torch.arange(p0, p0 + total - 1, device=device)[None]  # every position that can be an anchor
     keep = torch.ones_like(anchors, dtype=torch.bool)
     mask = torch.zeros_like(ids)

@@ -32,7 +32,7 @@ ACCEPTANCE_OPTIONS: OptionsTable = (
     (("--max-new-tokens",), dict(type=int, default=256, help="tokens generated per prompt (default 256)")),
     (("--context-tokens",), dict(type=int, help="length of the long-context prompts in tokens (default: the "
                                                 "model's positions minus the output, at most 32768)")),
-    (("--block-size",), dict(type=int, help="drafts verified per round (default: the draft's own)")),
+    (("--max-drafts",), dict(type=int, help="drafts verified per round at most (default: the draft's whole block)")),
     (("--draft-vocab",), dict(type=int, default=0, metavar="K",
                               help="the draft scores only the K tokens its target writes most (FR-Spec; needs "
                                    "token_counts.safetensors beside the draft, `dspark train token-counts`); default "
@@ -168,7 +168,7 @@ def _run_acceptance(args: argparse.Namespace) -> int:
                          "draft folder)")
     names = suite_names(args.suite) if args.suite or not args.prompts else []
     settings = AcceptanceSettings(_temperatures(args.temperature), args.max_new_tokens, args.seed, args.top_p,
-                                  args.top_k, args.block_size, args.confidence_threshold, args.batch,
+                                  args.top_k, args.max_drafts, args.confidence_threshold, args.batch,
                                   args.tree_nodes, args.tree_beam, args.tree_score_temperature)
     request = AcceptanceRequest(args.target, args.draft, args.tokenizer, tuple(names), tuple(args.prompts or ()),
                                 args.limit, args.seed, args.context_tokens, settings, args.device, args.dtype,

@@ -46,7 +46,7 @@ def register(parser: argparse.ArgumentParser) -> None:
                         help="prompt + completion tokens per request at most (default: the model's context; the "
                              "batched engine's KV cache holds --max-concurrency rows of this length)")
     engine.add_argument("--max-queue", type=int, default=1024, help="waiting requests before 429 (default 1024)")
-    engine.add_argument("--block-size", type=int, help="verify at most this many drafts per round (0: no drafting)")
+    engine.add_argument("--max-drafts", type=int, help="verify at most this many drafts per round (0: no drafting)")
     engine.add_argument("--confidence-threshold", type=float, default=0.0,
                         help="cut each block at the first slot whose confidence is below this (default 0: off)")
     engine.add_argument("--algorithm1", action="store_true",
@@ -68,8 +68,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--per-request-spec-metrics", default="summary", choices=("none", "summary", "detailed"),
                         help="metrics.speculative_decoding in each response, as vLLM's flag (default summary)")
     engine.add_argument("--threads", type=int,
-                        help="torch CPU threads (default: all CPU cores for the batched engine (Llama / Qwen3 / Qwen2 / "
-                             "Mistral targets), else CPU cores / --max-concurrency batch-1 workers)")
+                        help="torch CPU threads (default: all CPU cores)")
     parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
     parser.add_argument("--dry-run", action="store_true", help="load and check everything, print it, do not serve")
     parser.add_argument("--json", action="store_true", help="with --dry-run: print one JSON object")
@@ -98,14 +97,13 @@ def run(args: argparse.Namespace) -> int:
         import torch
 
         from dspark.serve.app import create_app
-        from dspark.serve.batch_scheduler import batching_supported
         from dspark.serve.model_source import load_served_model
         from dspark.serve.server import serve_forever
         from dspark.serve.settings import ServeSettings
 
         settings = ServeSettings(
             host=args.host, port=args.port, api_key=args.api_key, max_concurrency=args.max_concurrency,
-            max_queue=args.max_queue, max_model_len=args.max_model_len, block_size=args.block_size,
+            max_queue=args.max_queue, max_model_len=args.max_model_len, max_drafts=args.max_drafts,
             confidence_threshold=args.confidence_threshold, algorithm1=args.algorithm1,
             tree_nodes=args.tree_nodes, tree_beam=args.tree_beam, tree_max_rows=args.tree_max_rows,
             tree_score_temperature=args.tree_score_temperature, spec_metrics=args.per_request_spec_metrics)
@@ -116,9 +114,8 @@ def run(args: argparse.Namespace) -> int:
         hf_logging.disable_progress_bar()  # loading bars would garble stderr, which carries our one-line errors
         served = load_served_model(args.target, args.draft, args.served_model_name, args.device, args.dtype,
                                    args.draft_vocab)
-        if str(args.device).startswith("cpu"):  # one engine thread when batched, else one per worker
-            engines = 1 if batching_supported(served) else settings.max_concurrency
-            torch.set_num_threads(args.threads or max(1, (os.cpu_count() or 1) // engines))
+        if str(args.device).startswith("cpu"):  # one engine thread decodes every request
+            torch.set_num_threads(args.threads or max(1, os.cpu_count() or 1))
         app = create_app(served, settings)
         served = app.state.served  # held to --max-model-len
         summary = _describe(served, settings)

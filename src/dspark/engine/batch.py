@@ -1,31 +1,32 @@
-"""Batched speculative decoding: B sequences at once with ragged acceptance, over static KV caches.
+"""The engine: B sequences decoded together, each row at its own position; batch 1 is one row of it.
 
-`BatchEngine` is built once (caches, buffers, CUDA graphs) and generates many times: `open` starts a stepping
-session that requests join and leave while the batch decodes (batch_session.py, the host bookkeeping);
-`generate` runs a fixed list of prompts through one session; `generate_batch` is the one-shot form. Each round:
-propose → schedule → verify (a ragged pass over each row's own slots, or a rectangle of width T) → accept → extend
-the draft → advance, all on device (batch_round.py); the host syncs once per round to read [accepted, L,
-committed …] of every row (a ragged verify, which runs eagerly, reads its slots too), then
-applies EOS (an accepted EOS ends the row; later tokens are dropped), the max_new_tokens budget, and continuous
-batching: a finished row's slot takes the next prompt (prefilled eagerly), or the last live row moves into it so
-the live rows stay 0 … n−1. With a `TreeShape` each round verifies a tree of drafts per row instead of the block's
-chain (up to its max_rows rows; greedy or sampled). With drafting off the same loop is plain decoding (L = 0,
-T = 1). Results and τ stats are the batch-1 engine's types. Lossless: greedy output equals the target's own greedy
-decoding per prompt.
+`BatchEngine` is built once over a target backend (backend.py: the static backend for Llama / Qwen3 / Qwen2 / Mistral,
+with CUDA graphs and Triton kernels on a GPU, or the Hugging Face backend for any other causal LM) and a draft, and
+generates many times: `open` starts a stepping session that requests join and leave while the batch decodes
+(batch_session.py, the host bookkeeping); `generate` runs a fixed list of prompts through one session;
+`generate_batch` is the one-shot form. Each round: propose → schedule → verify (every row at the round's width t) →
+accept → extend the draft → advance, all on device (batch_round.py); the host syncs once per round to read
+[accepted, L, committed …] of every row, then applies EOS (an accepted EOS ends the row; later tokens are dropped),
+the max_new_tokens budget, and continuous batching: a finished row's slot takes the next prompt, or the last live
+row moves into it so the live rows stay 0 … n−1. With a `TreeShape` each round verifies a tree of drafts per row
+instead of the block's chain (static backend; up to its max_rows rows; greedy or sampled). With drafting off the
+same loop is plain decoding (L = 0, t = 1). Lossless: greedy output equals the target's own greedy decoding per
+prompt; sampled output follows the target's distribution.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import torch
 
 from dspark.config import GenerationConfig
 from dspark.engine.batch_round import BatchRound
-from dspark.engine.batch_schedule import RULES, Scheduling
 from dspark.engine.batch_session import BatchSession
-from dspark.engine.generate import GenerationResult, _drafts_per_round, prepare_pair
-from dspark.engine.schedule import StepCostTable
+from dspark.engine.backend import backend_for
+from dspark.engine.stats import GenerationResult
+from dspark.engine.schedule import RULES, Scheduling, StepCostTable
 from dspark.engine.static_draft import StaticDraft
 from dspark.engine.static_target import StaticTarget
 from dspark.engine.tree import TreeShape
@@ -35,47 +36,59 @@ from dspark.model.target import Target
 PREFILL_GRAPH_TOKENS = 8192  # a prefill of at most this many padded tokens replays a CUDA graph; a larger one is eager
 
 
+def prepare_pair(target: Target, draft: DSparkDraft) -> None:
+    """Check that the pair fits and give the draft the target's embedding / LM head if it has none of its own."""
+    target.check_draft(draft.config)
+    if draft.embed_tokens is None:
+        draft.tie_embeddings(target.embed_tokens, target.lm_head)
+
+
+def drafts_per_round(draft: DSparkDraft | None, config: GenerationConfig) -> int:
+    """Drafts verified per round at most: config.max_drafts, capped by the draft's block (0: plain decoding)."""
+    if draft is None or config.max_drafts == 0:
+        return 0
+    available = draft.config.num_draft_tokens
+    if config.max_drafts is None:
+        return available
+    if config.max_drafts > available:
+        raise ValueError(f"max_drafts {config.max_drafts} exceeds what the draft proposes per block ({available})")
+    return config.max_drafts
+
+
 class BatchEngine:
     """Static caches for `max_batch` sequences of up to `max_length` positions (prompt + new tokens + a block)."""
 
     def __init__(self, target: Target, draft: DSparkDraft | None, max_batch: int = 8, max_length: int = 2048,
-                 cuda_graphs: bool | None = None, pad_to_buckets: bool | None = None, ragged: bool = False,
-                 tree: TreeShape | None = None):
-        """`ragged` verify: the target computes only the slots each row verifies, so a row that verifies fewer
-        drafts costs less (the paper's packed verify; scheduling then chooses each row's length, batch_schedule.py);
-        it reads one host value per verify, so it runs eagerly (without CUDA graphs). Default: a rectangle of the
-        round's widest row (graph-safe). Which is faster depends on the target: ragged pays where the projections
-        and MLP outweigh attention over the rectangle (benchmarks/results/cpu_ragged/). `tree`: verify a tree of
-        drafts per row instead of the block's chain (tree.py; greedy or sampled, no scheduling rule, not ragged;
-        rounds over more than tree.max_rows rows verify the chain)."""
+                 cuda_graphs: bool | None = None, pad_to_buckets: bool | None = None, tree: TreeShape | None = None):
+        """`cuda_graphs` (default: on a CUDA device with the static backend) captures the greedy round's steps.
+        `tree`: verify a tree of drafts per row instead of the block's chain (tree.py; greedy or sampled, no
+        scheduling rule; rounds over more than tree.max_rows rows verify the chain)."""
         if max_batch < 1 or max_length < 2:
             raise ValueError("max_batch must be >= 1 and max_length >= 2")
         if tree is not None:
             if draft is None:
                 raise ValueError("a tree engine needs a draft (its trees are the draft's)")
-            if ragged:
-                raise ValueError("a tree verify is not ragged; build the engine with ragged=False")
             tree.check(draft.config.num_draft_tokens)
         if draft is not None:
             prepare_pair(target, draft)
         self.target, self.draft = target, draft
         self.max_batch, self.max_length = max_batch, max_length
         room = max(0, tree.nodes - draft.config.num_draft_tokens) if tree is not None else 0  # a tree's extra slots
-        self.static_target = StaticTarget(target, max_batch, max_length + room)
+        self.backend = backend_for(target, max_batch, max_length + room)
+        if tree is not None and not self.backend.supports_tree:
+            raise ValueError(f"tree verification needs the static backend (Llama / Qwen3 / Qwen2 / Mistral); "
+                             f"{type(target.model).__name__} runs through the Hugging Face backend, which verifies "
+                             f"the chain: build the engine without a tree")
         # the draft's cache as long as the target's: a graphed prefill may span the target's whole cache
         self.static_draft = StaticDraft(draft, max_batch, max_length + room) if draft is not None else None
-        on_cuda = target.device.type == "cuda"
-        self.cuda_graphs = (on_cuda and not ragged) if cuda_graphs is None else cuda_graphs
-        if self.cuda_graphs and not on_cuda:
-            raise ValueError("cuda_graphs=True needs the target on a CUDA device")
-        self.ragged = ragged
-        if ragged and self.cuda_graphs:
-            raise ValueError("a ragged verify runs eagerly; build the BatchEngine with cuda_graphs=False, or ragged=False "
-                             "for CUDA graphs")
-        self.round = BatchRound(self.static_target, self.static_draft, max_batch, self.ragged, tree)
+        on_cuda, static = target.device.type == "cuda", isinstance(self.backend, StaticTarget)
+        self.cuda_graphs = (on_cuda and static) if cuda_graphs is None else cuda_graphs
+        if self.cuda_graphs and not (on_cuda and static):
+            raise ValueError("cuda_graphs=True needs the target on a CUDA device and the static backend "
+                             "(Llama / Qwen3 / Qwen2 / Mistral)")
+        self.round = BatchRound(self.backend, self.static_draft, max_batch, tree)
         self.pad_to_buckets = self.cuda_graphs if pad_to_buckets is None else pad_to_buckets
-        # row counts the graphs are captured for: the powers of two below max_batch, and max_batch (before run 12 of
-        # benchmarks/results/speed/ they stopped at 64, so 128 rows ran, and were timed for Algorithm 1, as 256)
+        # row counts the graphs are captured for: the powers of two below max_batch, and max_batch
         self.buckets = tuple(2 ** k for k in range(max_batch.bit_length()) if 2 ** k < max_batch) + (max_batch,)
         self.graphs = None
         self._session: BatchSession | None = None
@@ -93,7 +106,7 @@ class BatchEngine:
         window = 256
         while window < furthest:
             window *= 2
-        return min(window, self.static_target.max_length)
+        return min(window, self.backend.max_length)
 
     def _propose(self, b: int, window: int) -> None:
         if self.graphs is not None and self.graphs.supports(self.round.config):
@@ -116,7 +129,7 @@ class BatchEngine:
         rows, width = self._width_rows(k), 64
         while width < longest:
             width *= 2
-        width = min(width, self.static_target.max_length)
+        width = min(width, self.backend.max_length)
         if rows * width > PREFILL_GRAPH_TOKENS:
             return k, longest, False
         return rows, width, True
@@ -152,15 +165,18 @@ class BatchEngine:
     def open(self, config: GenerationConfig = GenerationConfig(), scheduling: Scheduling | None = None,
              calibration: torch.Tensor | None = None) -> BatchSession:
         """A stepping session with `config`'s sampling settings (its max_new_tokens / eos_token_ids are only the
-        defaults of `add`); ends any earlier session of this engine. `scheduling` None: the threshold rule when
-        config.confidence_threshold > 0 (as the batch-1 engine), else none."""
-        gamma = _drafts_per_round(self.draft, config)
+        defaults of `add`; eos_token_ids None: the target's); ends any earlier session of this engine. `scheduling`
+        None: the threshold rule when config.confidence_threshold > 0, else none. `calibration`: the confidence
+        head's per-slot temperatures (default: the draft's own)."""
+        if config.eos_token_ids is None:
+            config = replace(config, eos_token_ids=self.target.eos_token_ids)
+        gamma = drafts_per_round(self.draft, config)
         if scheduling is None:
             scheduling = Scheduling("threshold" if config.confidence_threshold > 0 else "none")
         if calibration is None and self.draft is not None:
             calibration = getattr(self.draft, "sts_temperatures", None)
         self._end_session()
-        generator = torch.Generator(device=self.static_target.device)
+        generator = torch.Generator(device=self.backend.device)
         generator.manual_seed(config.seed if config.seed is not None else int(torch.randint(2**62, (1,))))
         self.round.begin(config, gamma, generator, scheduling, calibration)
         self._session = BatchSession(self, config, gamma, generator)
@@ -198,9 +214,9 @@ class BatchEngine:
         capture lands inside a timed run. Returns how many shapes it ran."""
         self._end_session()
         rows = [b for b in self.buckets if b <= self._width_rows(max_batch or self.max_batch)]
-        top = self._window(context if context is not None else self.static_target.max_length)
+        top = self._window(context if context is not None else self.backend.max_length)
         windows = sorted({self._window(w) for w in (256 * 2**k for k in range(32)) if w < top} | {top})
-        self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.static_target.device))
+        self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.backend.device))
         if self.draft is None:
             rules = ()  # no propose step
         elif self.round.tree is not None:
@@ -243,23 +259,20 @@ class BatchEngine:
                            context: int | None = None) -> StepCostTable:
         """Time whole rounds at `batch` rows: one draft block (paid whatever is verified) + the verify step with every
         row at width T, for T in `widths` (default 1 … γ+1), attending to a `context`-position window (default: the
-        whole cache) -> a StepCostTable over the verify width T. A ragged engine computes T tokens a row inside a
-        whole block's rectangle (its attention spans the widest row, which is most often a whole block). Latency is made non-decreasing in T (a wider verify never
-        costs less; a timing dip must not stop Algorithm 1 early). Greedy; runs on idle rows."""
+        whole cache) -> a StepCostTable over the verify width T. Latency is made non-decreasing in T (a wider verify
+        never costs less; a timing dip must not stop Algorithm 1 early). Greedy; runs on idle rows."""
         self._end_session()
         widths = list(widths) if widths is not None else list(range(1, self.round.gamma_max + 2))
         b = self._width_rows(batch)
-        window = self._window(context if context is not None else self.static_target.max_length)
-        self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.static_target.device))
-        synchronize = torch.cuda.synchronize if self.static_target.device.type == "cuda" else (lambda: None)
+        window = self._window(context if context is not None else self.backend.max_length)
+        self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.backend.device))
+        synchronize = torch.cuda.synchronize if self.backend.device.type == "cuda" else (lambda: None)
 
         def one_round(t: int) -> None:
             if self.draft is not None:
                 self._propose(b, window)
-            self.round.lengths[:b] = t - 1  # every row verifies t − 1 drafts (what a ragged verify computes)
-            # ragged: the attention still spans the round's widest row, most often a whole block (a round of
-            # anchors alone runs at width 1)
-            self._verify(b, self.round.gamma_max + 1 if self.ragged and t > 1 else t, window)
+            self.round.lengths[:b] = t - 1  # every row verifies t − 1 drafts
+            self._verify(b, t, window)
 
         latency, slowest = {}, 0.0
         for t in sorted(widths):

@@ -21,20 +21,19 @@ import torch
 from dspark.config import GenerationConfig
 from dspark.engine import tree_kernel
 from dspark.engine.accept import accept_greedy, accept_sampling
-from dspark.engine.batch_schedule import Scheduling, scheduled_lengths
+from dspark.engine.backend import TargetBackend
+from dspark.engine.schedule import Scheduling, scheduled_lengths
 from dspark.engine.sampling import processed_probs, sample
 from dspark.engine.static_draft import StaticDraft
-from dspark.engine.static_target import StaticTarget
 from dspark.engine.tree import TreeDrafts, TreeShape, accept_tree, accepted_path, build_tree
 
 
 class BatchRound:
     """Buffers for up to `max_batch` rows and the steps of a round over their first b rows."""
 
-    def __init__(self, target: StaticTarget, draft: StaticDraft | None, max_batch: int, ragged: bool = False,
-                 tree: TreeShape | None = None):
+    def __init__(self, target: TargetBackend, draft: StaticDraft | None, max_batch: int, tree: TreeShape | None = None):
         self.target, self.draft = target, draft
-        self.max_batch, self.ragged, self.tree = max_batch, ragged, tree
+        self.max_batch, self.tree = max_batch, tree
         self.gamma_max = draft.draft.config.num_draft_tokens if draft is not None else 0
         self.block_size = draft.block_size if draft is not None else 0
         device, g = target.device, self.gamma_max
@@ -59,8 +58,6 @@ class BatchRound:
         self.probs: torch.Tensor | None = None  # [B_max, γ, V] draft distributions (sampling only)
         self.width = zeros()  # 0-d: the round's verify width (drafts + 1), decided by a scheduling rule on device
         self.rates = zeros(max_batch + 1, g + 1, dtype=torch.float64)  # [B_max+1, γ+1] algorithm1: rounds/s by width
-        # ragged verify: algorithm1's rounds/s by the round's total tokens [B_max+1, B_max·(γ+1)+1]
-        self.token_rates = zeros(max_batch + 1, max_batch * (g + 1) + 1, dtype=torch.float64) if ragged else None
         self.temperatures = torch.ones(g, device=device)  # [γ] the confidence head's calibration (1: none)
         self.threshold = zeros(dtype=torch.float32)  # 0-d: the threshold rule's confidence cut
         self.config = GenerationConfig()
@@ -91,9 +88,6 @@ class BatchRound:
         if self.rule == "algorithm1":  # every batch size's table, in one copy
             rates = torch.stack([scheduling.rates(rows, gamma) for rows in range(1, self.max_batch + 1)])
             self.rates[1:, : gamma + 1] = rates  # [B_max, γ+1]
-            if self.ragged:
-                for rows in range(1, self.max_batch + 1):
-                    self.token_rates[rows, : rows * (gamma + 1) + 1] = scheduling.token_rates(rows, gamma)
         self.temperatures.fill_(1.0)
         if calibration is not None:
             self.temperatures[: len(calibration)] = calibration.to(self.temperatures)[: self.gamma_max]
@@ -213,10 +207,9 @@ class BatchRound:
             torch.sub(self.budget[:b], 1, out=self.lengths[:b]).clamp_(0, self.gamma)  # [b]
             return
         has_confidence = self.draft is not None and self.draft.draft.confidence_head is not None
-        rates = (self.token_rates[b, : b * (self.gamma + 1) + 1] if self.ragged
-                 else self.rates[b, : self.gamma + 1])
+        rates = self.rates[b, : self.gamma + 1]
         lengths = scheduled_lengths(self.confidence[:b] if has_confidence else None, self.budget[:b] - 1,
-                                    self.gamma, self.rule, self.threshold, self.temperatures, rates, self.ragged)
+                                    self.gamma, self.rule, self.threshold, self.temperatures, rates)
         self.lengths[:b] = lengths  # [b]
         self.width.copy_(lengths.max() + 1)
 
@@ -262,20 +255,14 @@ class BatchRound:
     @torch.inference_mode()
     def verify(self, b: int, t: int, window: int | None = None) -> None:
         """Verify [anchor, d_0 … d_{t−2}] for rows 0 … b−1 (attending to positions < window), accept, extend the
-        draft, advance the rows. Ragged: the target computes only each row's anchor and its `lengths` drafts (finding
-        them reads one host value, so a ragged verify runs eagerly). A tree engine verifies its trees (t is then
-        the tree's width)."""
+        draft, advance the rows. A tree engine verifies its trees (t is then the tree's width)."""
         if self.uses_tree(b) and t > 1:
             self._verify_tree(b, window)
             return
         anchor, start, lengths = self.anchor[:b], self.start[:b], self.lengths[:b]
         drafts = self.drafts[:b, : t - 1]  # [b, t−1]
         ids = torch.cat([anchor[:, None], drafts], dim=1)  # [b, t]
-        tokens = None
-        if self.ragged and t > 1:  # (at width 1 every row computes its anchor anyway)
-            verified = torch.arange(t, device=ids.device)[None] <= lengths[:, None]  # [b, t]
-            tokens = verified.flatten().nonzero().squeeze(1)  # [N] flat slots
-        logits, features = self.target.forward(ids, start, window=window, tokens=tokens)  # [b, t, V], [b, t, m·d]
+        logits, features = self.target.forward(ids, start, window=window)  # [b, t, V], [b, t, m·d]
         if self.draft is not None:  # on CUDA the context extension runs beside acceptance, on its own stream
             if self.extend_stream is not None:
                 self.extend_stream.wait_stream(torch.cuda.current_stream())

@@ -1,6 +1,6 @@
 """A stepping session over a `BatchEngine`: requests come and go while the batch decodes (continuous batching).
 
-`session = engine.open(config)` fixes the sampling settings (temperature, top_p, top_k, seed, block_size,
+`session = engine.open(config)` fixes the sampling settings (temperature, top_p, top_k, seed, max_drafts,
 confidence threshold) for every request of the session; `add(request_id, prompt_ids, max_new_tokens)` queues a
 request (its own token budget and, optionally, its own EOS ids); `step()` first admits queued requests into free rows
 (prefilled together; a request that ends at its first token frees its row for the next), then runs one round over
@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import torch
 
 from dspark.config import GenerationConfig
-from dspark.engine.generate import GenerationResult
-from dspark.engine.stats import StatsRecorder
+from dspark.engine.stats import GenerationResult, StatsRecorder
 
 if TYPE_CHECKING:
     from dspark.engine.batch import BatchEngine
@@ -36,10 +35,12 @@ class Update(NamedTuple):
 
 
 class _Request:
-    def __init__(self, request_id: Hashable, prompt: list[int], max_new_tokens: int, eos: set[int]):
+    def __init__(self, request_id: Hashable, prompt: list[int], max_new_tokens: int, eos: set[int],
+                 recorder: StatsRecorder):
         self.request_id, self.prompt, self.max_new_tokens, self.eos = request_id, prompt, max_new_tokens, eos
         self.tokens: list[int] = []
-        self.recorder = StatsRecorder(prompt_tokens=len(prompt))
+        self.recorder = recorder
+        recorder.prompt_tokens += len(prompt)
         self.began = time.perf_counter()
         self.seconds = 0.0
         self.finished = False
@@ -101,8 +102,9 @@ class BatchSession:
         return len(self._queue)
 
     def add(self, request_id: Hashable, prompt_ids: Sequence[int], max_new_tokens: int,
-            eos_token_ids: Sequence[int] | None = None) -> None:
-        """Queue a request; it is admitted into a free row at the next step. eos_token_ids None: the config's."""
+            eos_token_ids: Sequence[int] | None = None, recorder: StatsRecorder | None = None) -> None:
+        """Queue a request; it is admitted into a free row at the next step. eos_token_ids None: the session's.
+        `recorder`: where its acceptance is recorded (default: a new one, `recorder(request_id)`)."""
         self._check_open()
         if request_id in self._requests:
             raise ValueError(f"request {request_id!r} is already in this session; use a new id or release it first")
@@ -111,7 +113,8 @@ class BatchSession:
         prompt = [int(t) for t in prompt_ids]
         self.engine.check_request(request_id, prompt, max_new_tokens, self.gamma)
         eos = set(self.config.eos_token_ids if eos_token_ids is None else (int(t) for t in eos_token_ids))
-        request = _Request(request_id, prompt, max_new_tokens, eos)
+        request = _Request(request_id, prompt, max_new_tokens, eos,
+                           recorder if recorder is not None else StatsRecorder())
         self._requests[request_id] = request
         if max_new_tokens == 0:
             request.finish()
@@ -120,7 +123,7 @@ class BatchSession:
             self._queue.append(request)
 
     def recorder(self, request_id: Hashable) -> StatsRecorder:
-        """The request's live acceptance record (rounds so far), as the batch-1 engine's `generate_stream` fills."""
+        """The request's live acceptance record (rounds so far)."""
         return self._get(request_id).recorder
 
     def release(self, request_id: Hashable) -> GenerationResult:

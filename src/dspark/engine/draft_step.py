@@ -1,8 +1,8 @@
-"""One drafting step: extend the draft's context cache with newly verified features, run the block, and pick the
-draft tokens left to right through the Markov head, keeping each slot's distribution q_k for rejection sampling.
+"""The token choice of a drafting step: the drafts of N blocks picked left to right through the Markov head, keeping
+each slot's distribution q_k for rejection sampling, plus the confidence head's logits.
 
-The context cache holds, per draft layer, the keys/values projected from fused target features, so the prefix is
-never recomputed; block keys/values are never cached. Verification and scheduling are elsewhere.
+The block forward that produces the slots' states is `StaticDraft.block_states`; verification and scheduling are
+elsewhere.
 """
 from __future__ import annotations
 
@@ -13,29 +13,7 @@ import torch
 from dspark.config import GenerationConfig
 from dspark.engine import markov_kernel
 from dspark.engine.sampling import processed_probs, sample
-from dspark.model.draft import DSparkDraft, LayerKV
-
-
-class DraftContextCache:
-    """Per-layer context K/V of one sequence, grown as the target verifies tokens."""
-
-    def __init__(self, draft: DSparkDraft):
-        self.draft = draft
-        self.kv: list[LayerKV] | None = None
-        self.length = 0
-
-    @torch.inference_mode()
-    def extend(self, features: torch.Tensor) -> None:
-        """Append verified target features [1, n, m·d] for positions length … length+n−1."""
-        n = features.shape[1]
-        positions = torch.arange(self.length, self.length + n, device=features.device)[None]  # [1, n]
-        context = self.draft.fuse(features.to(self.draft.fc.weight.dtype))  # [1, n, d]
-        new = self.draft.context_kv(context, positions)
-        if self.kv is None:
-            self.kv = new
-        else:
-            self.kv = [(torch.cat([k, nk], dim=2), torch.cat([v, nv], dim=2)) for (k, v), (nk, nv) in zip(self.kv, new)]
-        self.length += n
+from dspark.model.draft import DSparkDraft
 
 
 @dataclass(frozen=True)
@@ -88,21 +66,3 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
     conf = draft.confidence_logits(hidden, torch.stack(prevs, dim=1)) if confidence else None  # [N, γ] or None
     return Proposal(torch.stack(tokens, dim=1), torch.stack(probs, dim=1) if probs else None,
                     None if conf is None else conf.float())
-
-
-@torch.inference_mode()
-def propose(draft: DSparkDraft, cache: DraftContextCache, anchor: int, config: GenerationConfig,
-            generator: torch.Generator | None) -> Proposal:
-    """Draft one block after `anchor`, which sits at position `cache.length` (everything before it is cached)."""
-    cfg = draft.config
-    device = draft.fc.weight.device
-    start = cache.length
-    block_ids = torch.full((1, cfg.block_size), cfg.mask_token_id, dtype=torch.long, device=device)  # [1, B]
-    block_ids[0, 0] = anchor
-    positions = torch.arange(start, start + cfg.block_size, device=device)[None]  # [1, B]
-    hidden = draft(block_ids, positions, cache.kv)  # [1, B, d]
-    if cfg.mode == "dflash":
-        hidden = hidden[:, 1:]  # slot 0 predicts nothing; slot k predicts x_{p+k}
-    out = decode_blocks(draft, hidden, block_ids[:, 0], config, generator)
-    return Proposal(out.tokens[0], None if out.probs is None else out.probs[0],
-                    None if out.confidence_logits is None else out.confidence_logits[0])

@@ -2,7 +2,7 @@
 two GEMMs where HF's forward runs five (at decode sizes each GEMM costs a kernel launch, not FLOPs).
 
 The fused matrices are built once and the HF modules' own weights (and biases) are re-pointed at views of them: no
-memory is added, and the HF forward (the batch-1 engine, training) keeps reading the same numbers. Rows are stacked
+memory is added, and the HF forward (training, the Hugging Face backend) keeps reading the same numbers. Rows are stacked
 [q; k; v] and [gate; up], so output columns split in that order. `projected_heads` is the fused projection step the
 static target and draft share; rotation and attention are theirs.
 """
@@ -50,11 +50,19 @@ def _stack(linears: list[nn.Linear]) -> tuple[torch.Tensor, torch.Tensor | None]
 
 
 def fuse_projections(layer: nn.Module) -> FusedProjections:
-    """An HF Llama-style decoder layer (self_attn.{q,k,v}_proj, mlp.{gate,up}_proj) -> its fused matrices."""
+    """An HF Llama-style decoder layer (self_attn.{q,k,v}_proj, mlp.{gate,up}_proj) -> its fused matrices, built the
+    first time and reused while the layer's weights are still views of them (each engine built over a model asks)."""
     attn, mlp = layer.self_attn, layer.mlp
-    qkv_weight, qkv_bias = _stack([attn.q_proj, attn.k_proj, attn.v_proj])
-    gate_up_weight, gate_up_bias = _stack([mlp.gate_proj, mlp.up_proj])
-    return FusedProjections(qkv_weight, qkv_bias, gate_up_weight, gate_up_bias)
+    linears = [attn.q_proj, attn.k_proj, attn.v_proj, mlp.gate_proj, mlp.up_proj]
+    pointers = [linear.weight.data_ptr() for linear in linears]
+    cached = getattr(layer, "_dspark_fused", None)
+    if cached is not None and cached[1] == pointers:
+        return cached[0]
+    qkv_weight, qkv_bias = _stack(linears[:3])
+    gate_up_weight, gate_up_bias = _stack(linears[3:])
+    fused = FusedProjections(qkv_weight, qkv_bias, gate_up_weight, gate_up_bias)
+    layer._dspark_fused = (fused, [linear.weight.data_ptr() for linear in linears])
+    return fused
 
 
 def projected_heads(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, q_heads: int, kv_heads: int,

@@ -1,10 +1,21 @@
-"""How many of the drafted tokens to verify, decided from the confidence head.
+"""How many drafts each row of a round verifies, decided on device from the confidence head.
 
-A rule may only look at information available before the token it decides about (non-anticipating): the decision
-to verify slot k may depend on confidences c_0 … c_k (which depend on drafts before slot k) but never on d_k or
-later, or the output stops being lossless (DSpark paper, Appendix A).
+Rules: `none` (every draft the token budget allows), `threshold` (cut at the first slot whose calibrated confidence
+σ(c_k / T_k) is below GenerationConfig.confidence_threshold) and `algorithm1` (the DSpark paper's hardware-aware
+prefix scheduler, on a round-cost table measured for this engine's verify pass: `BatchEngine.measure_step_costs`).
+
+Every row of a round runs the target over the same width t (anchor + t−1 slots), so a round costs what its widest
+row costs. Algorithm 1's greedy search therefore runs over the shared width (`rectangle_drafts`): t grows one slot at
+a time, each step adding every row's chance of accepting that slot to the expected commits τ*, while
+τ*·rounds-per-second(t) improves. With one row this is exactly the paper's Algorithm 1. A rule may only look at
+information available before the token it decides about (non-anticipating): the decision to verify slot k uses
+confidences c_0 … c_k, which depend on drafts before slot k, never on d_k or later (DSpark paper, Appendix A), so
+scheduling never changes what is committed (lossless); it only changes the work.
 """
 from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import torch
 
@@ -17,17 +28,9 @@ def survival(confidence_logits: torch.Tensor, temperatures: torch.Tensor | None 
     return torch.sigmoid(logits)
 
 
-def threshold_length(confidence_logits: torch.Tensor, threshold: float,
-                     temperatures: torch.Tensor | None = None) -> int:
-    """Verify slots up to the first whose confidence σ(c_k / T_k) is below `threshold` (all when none is)."""
-    below = (survival(confidence_logits, temperatures) < threshold).nonzero()
-    return int(below[0]) if below.numel() else int(confidence_logits.shape[-1])
-
-
 class StepCostTable:
     """Measured round cost: rounds (steps) per second at a verify width of B tokens per row (anchor included),
-    linear in between the measured widths and flat beyond them. A flat table means verifying more costs nothing.
-    The list scheduler below reads B as the total over its requests (the paper's packed verify)."""
+    linear in between the measured widths and flat beyond them. A flat table means verifying more costs nothing."""
 
     def __init__(self, widths: list[int], steps_per_second: list[float]):
         if len(widths) != len(steps_per_second) or not widths or sorted(widths) != list(widths):
@@ -55,28 +58,66 @@ class StepCostTable:
         return {w: 1000.0 / r for w, r in zip(self.widths, self.rates)}
 
 
-def schedule_prefixes(survival: torch.Tensor, cost: StepCostTable) -> list[int]:
-    """DSpark's hardware-aware prefix scheduler (paper Algorithm 1) for R requests.
+RULES = ("none", "threshold", "algorithm1")
 
-    survival [R, γ] holds each request's conditional acceptance per slot; a[r, j] = Π_{i≤j} survival[r, i] is the
-    chance slot j is accepted. Every request verifies its anchor (B starts at R, τ* at R). Candidates (r, j) are
-    taken in order of decreasing a; each one extends request r's prefix by one slot, and is kept while the expected
-    throughput Θ = τ*·SPS(B) improves; the first candidate that does not improve it stops the search (the early
-    stop keeps the rule non-anticipating). Returns how many drafts each request verifies."""
-    prefix = survival.float().clamp(0, 1).cumprod(-1)  # [R, γ]
-    requests, slots = prefix.shape
-    order = sorted(((float(prefix[r, j]), j, r) for r in range(requests) for j in range(slots)
-                    if prefix[r, j] > 0), key=lambda item: (-item[0], item[1], item[2]))
-    lengths = [0] * requests
-    width, tau = requests, float(requests)
-    best = tau * cost(width)
-    for value, j, r in order:
-        if j != lengths[r]:  # a prefix is non-increasing, so request r's earlier slots always come first
-            continue
-        width, tau = width + 1, tau + value
-        throughput = tau * cost(width)
-        if throughput <= best:
-            break
-        best = throughput
-        lengths[r] = j + 1
-    return lengths
+
+@dataclass(frozen=True)
+class Scheduling:
+    """A rule and, for algorithm1, the round cost by verify width t (tokens per row): one table for every batch
+    size, or {rows: table} as `BatchEngine.round_cost_tables` measures (a batch uses the smallest measured size that
+    holds it, else the largest)."""
+
+    rule: str = "none"  # one of RULES
+    cost: StepCostTable | Mapping[int, StepCostTable] | None = None
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"scheduling rule {self.rule!r} is unknown; use one of {RULES}")
+        if self.rule == "algorithm1" and not self.cost:
+            raise ValueError("algorithm1 scheduling needs a StepCostTable per batch size "
+                             "(BatchEngine.round_cost_tables() measures them)")
+
+    def table(self, rows: int) -> StepCostTable:
+        if isinstance(self.cost, StepCostTable):
+            return self.cost
+        sizes = sorted(self.cost)
+        return self.cost[next((s for s in sizes if s >= rows), sizes[-1])]
+
+    def rates(self, rows: int, gamma: int, device: torch.device | None = None) -> torch.Tensor:
+        """Rounds per second at verify widths 1 … γ+1 for a batch of `rows` [γ+1], float64."""
+        table = self.table(rows)
+        return torch.tensor([table(t) for t in range(1, gamma + 2)], dtype=torch.float64, device=device)
+
+
+def rectangle_drafts(alive: torch.Tensor, rates: torch.Tensor, anchors: torch.Tensor | None = None) -> torch.Tensor:
+    """Algorithm 1 over a shared verify width: survival `alive` [R, γ] (zero past a row's budget) and rounds per
+    second at widths 1 … γ+1 `rates` [γ+1] -> drafts every row verifies (0-d long tensor, stays on device).
+    `anchors`: how many rows commit an anchor (0-d; default R; padding rows of a bucket commit nothing)."""
+    prefix = alive.float().clamp(0, 1).cumprod(-1)  # [R, γ] chance that slot j is accepted
+    gain = prefix.sum(0).to(torch.float64)  # [γ] expected extra commits from verifying slot j in every row
+    if anchors is None:
+        anchors = torch.tensor(float(prefix.shape[0]), device=alive.device)
+    tau = torch.cat([anchors.to(torch.float64).reshape(1), gain]).cumsum(0)  # [γ+1] expected commits by width
+    throughput = tau * rates  # [γ+1]
+    improving = (throughput[1:] > throughput[:-1]) & (gain > 0)  # [γ]
+    return improving.long().cumprod(0).sum()  # slots kept until the first step that does not improve
+
+
+def scheduled_lengths(confidence_logits: torch.Tensor | None, room: torch.Tensor, gamma: int, rule: str,
+                      threshold: torch.Tensor, temperatures: torch.Tensor | None,
+                      rates: torch.Tensor | None) -> torch.Tensor:
+    """Drafts to verify per row [B]: at most γ and at most `room` [B] (the token budget left after the bonus; −1 on
+    a row without a request). `threshold` (0-d): the threshold rule's cut (0 cuts nothing); `rates`: algorithm1's
+    rounds per second for this many rows, by verify width [γ+1]. Tensor ops only (no host value is read), so a CUDA graph can capture it."""
+    lengths = room.clamp(0, gamma)  # [B]
+    if rule == "none" or confidence_logits is None or gamma == 0:
+        return lengths
+    alive = survival(confidence_logits[:, :gamma], temperatures)  # [B, γ]
+    if rule == "threshold":
+        below = alive < threshold  # [B, γ]
+        cut = torch.where(below.any(-1), below.long().argmax(-1), gamma)  # [B] first slot below
+        return torch.minimum(lengths, cut)
+    slots = torch.arange(gamma, device=room.device)
+    alive = alive.masked_fill(slots[None] >= lengths[:, None], 0.0)  # slots beyond the budget cannot be verified
+    anchors = (room >= 0).sum()  # rows that hold a request
+    return torch.minimum(lengths, rectangle_drafts(alive, rates, anchors))

@@ -5,7 +5,7 @@ GEMM for every layer's, since all of them project the same features; RoPE from p
 block is drafted (`propose`) by writing the block's own keys/values just past the row's context (positions
 start … start+block_size−1) and attending to everything before start + block_size: context causally complete,
 block bidirectional, as `DSparkDraft.forward`. The next `extend` overwrites those block entries with real context.
-Then the Markov decode picks the drafts (`decode_blocks`, shared with the batch-1 engine). On CUDA the block and the
+Then the Markov decode picks the drafts (`draft_step.decode_blocks`). On CUDA the block and the
 context extension run the same Triton kernels as the static target. No verification here.
 """
 from __future__ import annotations

@@ -9,9 +9,7 @@ the CPU the torch ops. Keys/values of
 the new tokens are written into cache rows at their absolute positions with no host sync; entries past a row's
 position are masked, so a rejected draft's stale entries need no cropping: the next round overwrites them. Supports
 Llama, Qwen3, Qwen2 and Mistral targets, with full or sliding-window attention per layer (the window is a mask over
-the full cache: nothing is evicted). A packed (ragged) forward computes only the listed slots of the B × T
-rectangle: embedding, projections, MLP and LM head run on those tokens alone, attention on the rectangle (see
-`Packing`). It does not sample, decide acceptance or track which rows are in use.
+the full cache: nothing is evicted). It does not sample, decide acceptance or track which rows are in use.
 """
 from __future__ import annotations
 
@@ -34,12 +32,12 @@ def check_supported(model: torch.nn.Module) -> None:
     name = type(model).__name__
     if name not in SUPPORTED_TARGETS:
         raise NotImplementedError(
-            f"the batched engine supports {', '.join(SUPPORTED_TARGETS)} targets, not {name}; use "
-            f"dspark.generate (batch 1, any HF causal LM) for this target")
+            f"the static backend runs {', '.join(SUPPORTED_TARGETS)} targets, not {name} (the engine runs it "
+            f"through the Hugging Face backend)")
     rope_type = str(getattr(model.model.rotary_emb, "rope_type", "default"))
     if "dynamic" in rope_type or "longrope" in rope_type:
-        raise NotImplementedError(f"the batched engine does not support {rope_type!r} RoPE (its frequencies change "
-                                  f"with the sequence length); use dspark.generate")
+        raise NotImplementedError(f"the static backend does not support {rope_type!r} RoPE (its frequencies change "
+                                  f"with the sequence length)")
     layer_windows(model)
 
 
@@ -53,13 +51,13 @@ def layer_windows(model: torch.nn.Module) -> tuple[int | None, ...]:
         return (getattr(cfg, "sliding_window", None),) * count
     unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
     if unknown:
-        raise NotImplementedError(f"the batched engine supports full and sliding-window attention layers, not "
-                                  f"{unknown}; use dspark.generate")
+        raise NotImplementedError(f"the static backend supports full and sliding-window attention layers, not "
+                                  f"{unknown}")
     return tuple(int(cfg.sliding_window) if t == "sliding_attention" else None for t in types)
 
 
 def is_supported(model: torch.nn.Module) -> bool:
-    """Whether the fast path can run this HF model (callers that fall back to the batch-1 engine ask this)."""
+    """Whether the static backend can run this HF model (`backend.backend_for` asks this)."""
     try:
         check_supported(model)
     except NotImplementedError:
@@ -146,37 +144,11 @@ def grouped_attention(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     return out.reshape(b, h, t, d)
 
 
-class Packing:
-    """The slots of a B × T rectangle that a packed forward computes: flat indices `tokens` [N] into B·T (row-major).
-    Token-wise work runs on [1, N, …]; attention needs the rectangle, so its inputs are scattered into it (skipped
-    slots zero) and its output gathered back. A skipped slot lies after every computed slot of its row, so no
-    computed query attends to it, and the cache entries it writes are past its row's position (masked until
-    overwritten, as a rejected draft's are)."""
-
-    def __init__(self, tokens: torch.Tensor, b: int, t: int):
-        self.tokens, self.b, self.t = tokens, b, t
-        self._rectangles: dict[tuple, torch.Tensor] = {}  # one zeroed [B·T, …] buffer per trailing shape and dtype
-
-    def gather(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, T, …] -> [1, N, …]."""
-        return x.reshape(self.b * self.t, *x.shape[2:]).index_select(0, self.tokens)[None]
-
-    def scatter(self, x: torch.Tensor, reuse: bool = True) -> torch.Tensor:
-        """[1, N, …] -> [B, T, …], zeros at the skipped slots. `reuse`: the rectangle is reused by the next reusing
-        scatter of the same shape (every layer's q/k/v: the computed slots are overwritten, the skipped ones stay
-        zero), so a caller must be done with it by then; outputs take a fresh one."""
-        shape, key = x.shape[2:], (tuple(x.shape[2:]), x.dtype)
-        rectangle = self._rectangles.get(key) if reuse else None
-        if rectangle is None:
-            rectangle = x.new_zeros(self.b * self.t, *shape)
-            if reuse:
-                self._rectangles[key] = rectangle
-        return rectangle.index_copy_(0, self.tokens, x[0]).view(self.b, self.t, *shape)
-
-
 class StaticTarget:
     """Per-layer caches [B_max, 2·H_kv, L_max, D] in the model dtype (keys, then values; `keys` / `values` are views),
     and a forward that fills and reads them."""
+
+    supports_tree = True  # tree verification (the `tree` forward and `keep_path`)
 
     def __init__(self, target: Target, max_batch: int, max_length: int):
         model = target.model
@@ -227,7 +199,7 @@ class StaticTarget:
 
     def _attention(self, index: int, h: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor],
                    positions: torch.Tensor, rows: torch.Tensor | None, bias: torch.Tensor | None,
-                   window: int, fast: bool, packing: Packing | None = None,
+                   window: int, fast: bool,
                    tree: tuple[torch.Tensor, torch.Tensor, torch.Tensor | None] | None = None) -> torch.Tensor:
         """Normed states h [B, T, d] ([1, N, d] when packed) -> attention output of the same shape; writes the
         block's keys/values into the layer's cache. fast: norms, rotation and the cache write in one kernel (rope =
@@ -238,11 +210,10 @@ class StaticTarget:
         by their depth and masked by `bias` or read along their paths by the kernel."""
         attn, fused = self.backbone.layers[index].self_attn, self.fused[index]
         b, t = positions.shape
-        unpack, pack = (packing.scatter, packing.gather) if packing is not None else (_same, _same)
         heads, kv, dim = self.heads, self.kv_heads, self.head_dim
         qwen3 = getattr(attn, "q_norm", None) is not None  # per-head norms of q and k before RoPE
         if fast:  # attention reads q in place and the cache
-            qkv = unpack(projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim))  # [B, T, H+2·H_kv, D]
+            qkv = projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim)  # [B, T, H+2·H_kv, D]
             norms = (attn.q_norm.weight, attn.k_norm.weight, norm_eps(attn.q_norm)) if qwen3 else None
             q = layer_kernels.rope_write(qkv, heads, kv, *rope, self.kv[index], rows, positions, norms,
                                          rotary=None if tree is None else tree[1])  # [B, T, H, D]
@@ -254,15 +225,15 @@ class StaticTarget:
                 keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
                 values = read_rows(self.values[index], rows, b, window)
                 out = grouped_attention(q.transpose(1, 2), keys, values, bias, attn.scaling).transpose(1, 2)
-            return attn.o_proj(pack(out.reshape(b, t, heads * dim)))
+            return attn.o_proj(out.reshape(b, t, heads * dim))
         norms = {"q_norm": lambda y: rms_norm(attn.q_norm, y), "k_norm": lambda y: rms_norm(attn.k_norm, y)}
         qkv = projected_heads(h, fused.qkv_weight, fused.qkv_bias, heads, kv, dim, **(norms if qwen3 else {}))
-        qkv = rotate(unpack(qkv), *rope)  # [B, T, H + 2·H_kv, D]
+        qkv = rotate(qkv, *rope)  # [B, T, H + 2·H_kv, D]
         write_rows(self.kv[index], rows, positions, qkv[:, :, heads:].transpose(1, 2))  # [B, 2·H_kv, T, D]
         keys = read_rows(self.keys[index], rows, b, window)  # [B, H_kv, W, D]
         values = read_rows(self.values[index], rows, b, window)
         out = grouped_attention(qkv[:, :, :heads].transpose(1, 2), keys, values, bias, attn.scaling)  # [B, H, T, D]
-        return attn.o_proj(pack(out.transpose(1, 2).reshape(b, t, heads * dim)))
+        return attn.o_proj(out.transpose(1, 2).reshape(b, t, heads * dim))
 
     def _mlp(self, index: int, h: torch.Tensor, fast: bool) -> torch.Tensor:
         """The layer's gated MLP with gate and up in one GEMM (and SiLU · up in one kernel when fast)."""
@@ -273,22 +244,17 @@ class StaticTarget:
     @torch.inference_mode()
     def forward(self, ids: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None = None,
                 logits_at: torch.Tensor | None = None, window: int | None = None,
-                tokens: torch.Tensor | None = None, tree: TreeDrafts | None = None) -> tuple[torch.Tensor,
-                                                                                        torch.Tensor]:
+                tree: TreeDrafts | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """ids [B, T] at positions start_b … start_b+T−1 of cache rows `rows` [B] (None: rows 0 … B−1) ->
         logits [B, T, V] fp32 (only column logits_at_b's [B, 1, V] when given) and features [B, T, m·d].
         Attention reads cache positions < window (default: all); every position a query sees must lie below it.
-        `tokens` [N]: compute only these flat slots of the B × T rectangle, each row's a prefix (a packed verify,
-        `Packing`); logits and features are 0 at the other slots. `tree`: ids are a tree's slots (tree.py), slot t
+        `tree`: ids are a tree's slots (tree.py), slot t
         written at start_b + t, turned as position start_b + depth and attending to the context and its ancestors."""
         b, t = ids.shape
-        if tokens is not None and logits_at is not None:
-            raise ValueError("a packed forward returns every computed slot's logits; logits_at is for prefills")
-        if tree is not None and (tokens is not None or rows is not None or any(w is not None for w in self.windows)):
-            raise ValueError("a tree verify runs on rows 0 … B−1 of a full-attention target, unpacked")
-        packing = Packing(tokens, b, t) if tokens is not None else None
+        if tree is not None and (rows is not None or any(w is not None for w in self.windows)):
+            raise ValueError("a tree verify runs on rows 0 … B−1 of a full-attention target")
         positions = start[:, None] + self.offsets[:t]  # [B, T]
-        x = self.backbone.embed_tokens(ids if packing is None else packing.gather(ids[..., None])[..., 0])  # [B,T,d]
+        x = self.backbone.embed_tokens(ids)  # [B, T, d]
         # the layer kernels serve every step on CUDA; the attention kernel only steps of few queries per row (a
         # prefill attends through SDPA with a bias, its other steps still run as kernels)
         fast = layer_kernels.usable(x, self.head_dim)
@@ -316,7 +282,7 @@ class StaticTarget:
         h = rms_norm(layers[0].input_layernorm, x)
         for index, layer in enumerate(layers):
             attended = self._attention(index, h, rope, positions, rows, biases[self.windows[index]], width, fast,
-                                       packing, tree_args)
+                                       tree_args)
             x, h = added_norm(x, attended, layer.post_attention_layernorm, fast)
             following = layers[index + 1].input_layernorm if index + 1 < len(layers) else self.backbone.norm
             x, h = added_norm(x, self._mlp(index, h, fast), following, fast)  # h: the next layer's input
@@ -324,10 +290,7 @@ class StaticTarget:
                 features.append(x)
         if logits_at is not None:
             h = h.gather(1, logits_at[:, None, None].expand(b, 1, h.shape[-1]))  # [B, 1, d]
-        logits, features = self.model.lm_head(h).float(), torch.cat(features, dim=-1)  # [B, T, V], [B, T, m·d]
-        if packing is not None:
-            return packing.scatter(logits, reuse=False), packing.scatter(features, reuse=False)
-        return logits, features
+        return self.model.lm_head(h).float(), torch.cat(features, dim=-1)  # [B, T, V], [B, T, m·d]
 
 
 def tree_visibility(start: torch.Tensor, visible: torch.Tensor, window: int) -> torch.Tensor:
@@ -338,10 +301,6 @@ def tree_visibility(start: torch.Tensor, visible: torch.Tensor, window: int) -> 
     inside = (keys >= 0) & (keys < t)  # [B, W]
     seen = visible.gather(2, keys.clamp(0, t - 1)[:, None, :].expand(b, t, window))  # [B, T, W]
     return (keys < 0)[:, None, :] | (inside[:, None, :] & seen)
-
-
-def _same(x: torch.Tensor) -> torch.Tensor:
-    return x
 
 
 def kernels_serve(x: torch.Tensor, heads: int, kv_heads: int, head_dim: int, t: int) -> bool:

@@ -1,4 +1,4 @@
-"""Acceptance statistics of a generation: per-round accepted counts, τ, per-position acceptance, histogram.
+"""A generation's result and acceptance statistics: per-round accepted counts, τ, per-position acceptance, histogram.
 
 τ (acceptance length) = accepted + 1 per verify round. Per-position conditional acceptance at slot k is
 (rounds that accepted slot k) / (rounds that proposed slot k and accepted every earlier slot).
@@ -17,13 +17,10 @@ class StatsRecorder:
     proposed: list[int] = field(default_factory=list)
     prompt_tokens: int = 0
     new_tokens: int = 0
-    confidence: list = field(default_factory=list)  # per drafting round: raw confidence logits of the whole block
 
-    def record(self, proposed: int, accepted: int, confidence=None) -> None:
+    def record(self, proposed: int, accepted: int) -> None:
         self.proposed.append(proposed)
         self.accepted.append(accepted)
-        if confidence is not None:
-            self.confidence.append((confidence.tolist(), proposed, accepted))
 
     def freeze(self) -> "GenerationStats":
         return GenerationStats(tuple(self.accepted), tuple(self.proposed), self.prompt_tokens, self.new_tokens)
@@ -92,3 +89,16 @@ class GenerationStats:
     def merge(self, other: "GenerationStats") -> "GenerationStats":
         return GenerationStats(self.accepted_counts + other.accepted_counts, self.proposed_counts + other.proposed_counts,
                                self.prompt_tokens + other.prompt_tokens, self.new_tokens + other.new_tokens)
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """One request's generation: its new tokens, acceptance stats and wall time."""
+
+    tokens: list[int]  # new tokens only
+    stats: GenerationStats
+    seconds: float
+
+    @property
+    def tokens_per_second(self) -> float:
+        return len(self.tokens) / self.seconds if self.seconds > 0 else 0.0

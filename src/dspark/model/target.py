@@ -3,8 +3,8 @@
 Layer ids follow the HF convention (id i = output of decoder layer i = `hidden_states[i + 1]`; id −1 = the embedding
 output, the first layer's input); the final layer is never used because HF stores it after the final norm. Forward
 hooks on the chosen decoder layers and on the final norm capture exactly those tensors, so a forward keeps m + 1
-hidden states rather than every layer's (`output_hidden_states`: 62 of them on a 61-layer target). The wrapper owns
-the target's KV cache and crops it after a rejection. It does not sample or decide acceptance.
+hidden states rather than every layer's (`output_hidden_states`: 62 of them on a 61-layer target). The caller owns
+the KV cache (the engine's backends). It does not sample or decide acceptance.
 """
 from __future__ import annotations
 
@@ -55,7 +55,6 @@ class Target:
                     f"layer id {i} is out of range for a {self.num_layers}-layer target; use ids in "
                     f"[-1, {self.num_layers - 2}] (HF convention: id i is the output of decoder layer i)")
         self.layers, self.norm = _decoder_parts(model)
-        self.cache = None
 
     @classmethod
     def from_pretrained(cls, path: str | Path, layer_ids: Sequence[int], dtype: torch.dtype = torch.float32,
@@ -86,6 +85,16 @@ class Target:
     def device(self) -> torch.device:
         return self.lm_head.weight.device
 
+    @property
+    def eos_token_ids(self) -> tuple[int, ...]:
+        """The ids that end a generation: the model's generation config's `eos_token_id` (an int or a list), else its
+        config's, as HF `generate` reads them; () when neither names one."""
+        for source in (getattr(self.model, "generation_config", None), self.model.config):
+            eos = getattr(source, "eos_token_id", None) if source is not None else None
+            if eos is not None:
+                return tuple(int(t) for t in (eos if isinstance(eos, (list, tuple)) else [eos]))
+        return ()
+
     def check_draft(self, config: DraftConfig) -> None:
         """Raise a clear error if a draft with this config cannot serve this target."""
         if config.hidden_size != self.hidden_size:
@@ -108,26 +117,11 @@ class Target:
                 f"the draft was trained on a {config.num_target_layers}-layer target, this one has {self.num_layers}")
 
     # --- forward -----------------------------------------------------------------------------------------------
-    def reset(self) -> None:
-        """Forget the KV cache (start a new sequence)."""
-        self.cache = None
-
-    @property
-    def cache_length(self) -> int:
-        return 0 if self.cache is None else int(self.cache.get_seq_length())
-
     @torch.inference_mode()
-    def forward(self, input_ids: torch.Tensor, use_cache: bool = True, logits_to_keep: int = 0) -> TargetOutput:
-        """Run the next tokens [B, T] after whatever the cache holds; returns logits and features for them.
-        `logits_to_keep` k > 0: logits for the last k positions only (training reads features, not logits)."""
-        from transformers import DynamicCache
-
-        if use_cache and self.cache is None:
-            self.cache = DynamicCache(config=self.model.config)
-            if hasattr(self.cache, "activate_past_recording"):  # sliding-window layers keep what a rollback needs…
-                self.cache.activate_past_recording()
-        elif use_cache:
-            self.cache.crop(0)  # …until the round is settled: trim them back to their window (full layers: no-op)
+    def forward(self, input_ids: torch.Tensor, cache=None, logits_to_keep: int = 0) -> TargetOutput:
+        """Run tokens [B, T] after whatever `cache` (an HF `Cache`, grown in place; None: no cache, positions from 0)
+        holds; returns logits and features for them. `logits_to_keep` k > 0: logits for the last k positions only
+        (training reads features, not logits)."""
         keep = {"logits_to_keep": logits_to_keep} if logits_to_keep else {}  # HF's default: all positions
         captured: dict[int, torch.Tensor] = {}  # layer id -> [B, T, d]; len(layers) is the final norm's output
         hooks = [self.norm.register_forward_hook(_keep_output(captured, len(self.layers)))]
@@ -136,21 +130,12 @@ class Target:
             hooks.append(layer.register_forward_pre_hook(_keep_input(captured, i), with_kwargs=True) if i < 0
                          else layer.register_forward_hook(_keep_output(captured, i)))
         try:
-            out = self.model(input_ids=input_ids, past_key_values=self.cache if use_cache else None,
-                             use_cache=use_cache, **keep)
+            out = self.model(input_ids=input_ids, past_key_values=cache, use_cache=cache is not None, **keep)
         finally:
             for hook in hooks:
                 hook.remove()
         features = torch.cat([captured[i] for i in self.layer_ids], dim=-1)  # [B, T, m·d]
         return TargetOutput(logits=out.logits.float(), features=features, last_hidden=captured[len(self.layers)])
-
-    def crop(self, length: int) -> None:
-        """Keep only the first `length` positions of the KV cache (roll back rejected drafts)."""
-        remove = self.cache_length - length
-        if remove < 0:
-            raise ValueError(f"cannot crop a {self.cache_length}-token cache to {length} tokens")
-        if remove:
-            self.cache.crop(-remove)  # a negative count removes tokens in every transformers 5.x
 
 
 def _decoder_parts(model: nn.Module) -> tuple[nn.ModuleList, nn.Module]:

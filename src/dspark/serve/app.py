@@ -2,9 +2,9 @@
 
 Routes: POST /v1/completions, POST /v1/chat/completions (both with SSE streaming), GET /v1/models, GET /health
 (always open), GET /metrics (Prometheus text). A request is read and validated here (bad input → 4xx with an
-OpenAI error body), planned (`request_plan`), queued to the scheduler (`BatchScheduler` for targets the batched
-engine runs, else the batch-1 `WorkerPool`) and answered from the job's events (`responses`). A client that
-disconnects cancels its job, which frees its row or worker. The scheduler starts and stops with the app's
+OpenAI error body), planned (`request_plan`), queued to the scheduler (`scheduler.BatchScheduler`, one engine
+batch for every target) and answered from the job's events (`responses`). A client that disconnects cancels its
+job, which frees its row. The scheduler starts and stops with the app's
 lifespan. No generation logic here.
 """
 from __future__ import annotations
@@ -18,42 +18,36 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import ValidationError
 
-from dspark.bench.round_profile import round_cost_table
-from dspark.engine.schedule import StepCostTable
+from dspark.engine.static_target import is_supported
 from dspark.engine.tree import TreeShape
 from dspark.serve.auth import BearerAuth
-from dspark.serve.batch_scheduler import BatchScheduler, batching_supported
 from dspark.serve.errors import APIError, install_error_handlers, validation_error
 from dspark.serve.generation_job import EventChannel, GenerationJob
 from dspark.serve.metrics import CONTENT_TYPE, ServerMetrics
 from dspark.serve.model_source import ServedModel, ServeSetupError
 from dspark.serve.request_plan import plan_request
 from dspark.serve.responses import ResponseHeader, collect, full_response, sse_stream
-from dspark.serve.scheduler import QueueFullError, WorkerPool
+from dspark.serve.scheduler import BatchScheduler, QueueFullError
 from dspark.serve.schemas import ChatCompletionRequest, CompletionRequest, ModelCard, ModelList, dump
 from dspark.serve.settings import ServeSettings
 
 
 def spec_tokens_per_round(served: ServedModel, settings: ServeSettings) -> int:
     """Drafts verified per round at most with these settings (0: no speculative decoding)."""
-    if settings.block_size is None:
+    if settings.max_drafts is None:
         return served.num_spec_tokens
-    if settings.block_size > served.num_spec_tokens and served.draft is not None:
-        raise ServeSetupError(f"--block-size {settings.block_size} exceeds the {served.num_spec_tokens} drafts the "
+    if settings.max_drafts > served.num_spec_tokens and served.draft is not None:
+        raise ServeSetupError(f"--max-drafts {settings.max_drafts} exceeds the {served.num_spec_tokens} drafts the "
                               f"draft proposes per block")
-    return min(settings.block_size, served.num_spec_tokens)
+    return min(settings.max_drafts, served.num_spec_tokens)
 
 
-def start_scheduler(served: ServedModel, settings: ServeSettings,
-                    metrics: ServerMetrics) -> BatchScheduler | WorkerPool:
-    """The batched engine's scheduler when it runs the served target (Llama / Qwen3 / Qwen2 / Mistral), else batch-1
-    workers. With --algorithm1 the batched scheduler measures its round-cost tables here, once."""
+def start_scheduler(served: ServedModel, settings: ServeSettings, metrics: ServerMetrics) -> BatchScheduler:
+    """The engine's scheduler over the served pair; with --algorithm1 it measures its round-cost tables here, once."""
     if settings.algorithm1:
         _require_confidence_head(served)
-    if batching_supported(served):
-        return BatchScheduler(served, settings.max_concurrency, settings.max_queue, metrics.set_queue,
-                              algorithm1=settings.algorithm1, tree=tree_shape(served, settings))
-    return WorkerPool(served.new_target, settings.max_concurrency, settings.max_queue, metrics.set_queue)
+    return BatchScheduler(served, settings.max_concurrency, settings.max_queue, metrics.set_queue,
+                          algorithm1=settings.algorithm1, tree=tree_shape(served, settings))
 
 
 def tree_shape(served: ServedModel, settings: ServeSettings) -> TreeShape | None:
@@ -64,9 +58,9 @@ def tree_shape(served: ServedModel, settings: ServeSettings) -> TreeShape | None
     if served.draft is None:
         raise ServeSetupError("--tree-nodes verifies trees of the draft's tokens; give --draft (or leave --tree-nodes "
                               "out for plain decoding)")
-    if not batching_supported(served):
-        raise ServeSetupError("--tree-nodes runs in the batched engine, which does not run this target "
-                              "(Llama / Qwen3 / Qwen2 / Mistral do); leave --tree-nodes out")
+    if not is_supported(served.hf_model):
+        raise ServeSetupError(f"--tree-nodes needs a Llama / Qwen3 / Qwen2 / Mistral target (the static backend); "
+                              f"{type(served.hf_model).__name__} verifies the chain: leave --tree-nodes out")
     shape = TreeShape(settings.tree_nodes, settings.tree_beam, settings.tree_max_rows or None,
                       settings.tree_score_temperature)
     try:
@@ -74,15 +68,6 @@ def tree_shape(served: ServedModel, settings: ServeSettings) -> TreeShape | None
     except ValueError as exc:
         raise ServeSetupError(f"--tree-nodes / --tree-beam: {exc}") from None
     return shape
-
-
-def batch1_round_costs(served: ServedModel, settings: ServeSettings) -> StepCostTable | None:
-    """The batch-1 workers' Algorithm 1 table (one draft block + a verify by width), measured once at startup; None
-    without --algorithm1 or when the batched scheduler serves (it measures its own)."""
-    if not settings.algorithm1 or batching_supported(served):
-        return None
-    _require_confidence_head(served)
-    return round_cost_table(served.new_target(), served.draft)
 
 
 def _require_confidence_head(served: ServedModel) -> None:
@@ -135,7 +120,6 @@ def create_app(served: ServedModel, settings: ServeSettings = ServeSettings()) -
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        app.state.round_costs = batch1_round_costs(served, settings)
         app.state.pool = start_scheduler(served, settings, metrics)
         try:
             yield
@@ -156,8 +140,7 @@ def create_app(served: ServedModel, settings: ServeSettings = ServeSettings()) -
             raise validation_error(exc) from None
         plan = plan_request(parsed, served, settings)
         channel = EventChannel(asyncio.get_running_loop())
-        job = GenerationJob(plan, served, metrics, channel, spec_tokens, settings.spec_metrics,
-                            cost=app.state.round_costs)
+        job = GenerationJob(plan, served, metrics, channel, spec_tokens, settings.spec_metrics)
         try:
             request.app.state.pool.submit(job)
         except QueueFullError as exc:

@@ -2,10 +2,8 @@
 
 A `TokenSink` turns the request's committed tokens into text (`detokenize`), applies stop strings
 (`stop_strings`), updates the Prometheus metrics live (tokens, every verify round's drafts / accepted, TTFT,
-inter-token latency) and tallies the per-request speculative stats. Either the job runs the batch-1
-`dspark.engine.generate_stream` on a worker's own Target and feeds its sink (`run`), or the batched scheduler feeds
-the sink from its shared decode loop (`batch_scheduler`). Events cross
-from the worker thread to the event loop through an `EventChannel`: text pieces (`str`), then one `Finished` or
+inter-token latency) and tallies the per-request speculative stats; the scheduler feeds the sink from its decode
+loop (`scheduler`). Events cross from the engine thread to the event loop through an `EventChannel`: text pieces (`str`), then one `Finished` or
 `Failed`. A cancelled job (the client went away) stops between tokens with finish reason "abort".
 No HTTP and no queueing here (see `app` and `scheduler`); no speculative algorithm either (see `dspark.engine`).
 """
@@ -18,10 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from dspark.engine.generate import generate_stream
-from dspark.engine.schedule import StepCostTable
 from dspark.engine.stats import StatsRecorder
-from dspark.model.target import Target
 from dspark.serve.detokenize import IncrementalDetokenizer
 from dspark.serve.metrics import ServerMetrics
 from dspark.serve.model_source import ServedModel
@@ -128,11 +123,8 @@ class TokenSink:
 
 class GenerationJob:
     def __init__(self, request: EngineRequest, served: ServedModel, metrics: ServerMetrics,
-                 channel: EventChannel, num_spec_tokens: int, spec_level: str = "summary",
-                 cost: StepCostTable | None = None):
-        """`cost`: the batch-1 engine schedules this request with Algorithm 1 on that round-cost table."""
+                 channel: EventChannel, num_spec_tokens: int, spec_level: str = "summary"):
         self.request, self.served, self.metrics, self.channel = request, served, metrics, channel
-        self.cost = cost
         self.num_spec_tokens = num_spec_tokens
         self.spec_level = spec_level
         self.arrival = time.perf_counter()
@@ -152,28 +144,3 @@ class GenerationJob:
         """The engine refused or failed this request: tell the client."""
         self.metrics.finished("abort")
         self.channel.put(Failed(f"generation failed: {exc}"))
-
-    def run(self, target: Target) -> None:
-        """Generate with the batch-1 engine on a worker's own Target."""
-        try:
-            self._generate(target)
-        except Exception as exc:  # the engine refused or failed: tell the client, keep the worker alive
-            log.exception("generation failed")
-            self.fail(exc)
-
-    def _generate(self, target: Target) -> None:
-        recorder = StatsRecorder()
-        sink = TokenSink(self, recorder)
-        aborted = False
-        stream = generate_stream(target, self.served.draft, self.request.prompt_ids, self.request.generation, recorder,
-                                 cost=self.cost)
-        try:
-            for token in stream:
-                if not sink.push([token]):
-                    break
-                if self.cancelled():
-                    aborted = True
-                    break
-        finally:
-            stream.close()
-        sink.finish(aborted)

@@ -10,7 +10,7 @@ Histograms `dspark:time_to_first_token_seconds` (arrival → first token) and `d
 (one observation per verify round: the time since the previous tokens, as vLLM observes per engine step), gauges
 `dspark:num_requests_waiting` / `dspark:num_requests_running`.
 The spec-decode counters exist only when a draft is served, so a monitor can tell drafting is off. Updated live
-from the engine workers (prometheus_client is thread-safe). No HTTP here: `render()` gives the exposition text.
+from the engine thread (prometheus_client is thread-safe). No HTTP here: `render()` gives the exposition text.
 """
 from __future__ import annotations
 

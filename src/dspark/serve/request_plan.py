@@ -95,7 +95,7 @@ def plan_request(request: CompletionRequest | ChatCompletionRequest, served: Ser
             top_k=max(0, request.top_k or 0),
             seed=request.seed,
             eos_token_ids=eos,
-            block_size=settings.block_size,
+            max_drafts=settings.max_drafts,
             confidence_threshold=settings.confidence_threshold,
         )
     except ConfigError as exc:

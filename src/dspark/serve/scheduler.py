@@ -1,34 +1,40 @@
-"""Scheduling with batch-1 engines: one FIFO queue of requests and a pool of worker threads that take them in turn.
+"""Scheduling: one FIFO queue of requests and one engine thread that decodes every running request in one batch.
 
-Used for targets the batched engine cannot run (see `batch_scheduler`, which serves Llama / Qwen3 / Qwen2 / Mistral
-targets). Each worker owns one `Target` (its own KV cache over the shared HF model) and generates one sequence at a
-time; N workers give N concurrent sequences (`--max-concurrency`). The HTTP side only calls `submit` and reads the
-waiting / running counts, the same for both schedulers. A job cancelled while queued is skipped, never run; a running
-job sees its cancel flag between tokens and stops, which frees its worker.
+The thread owns a `BatchEngine` built once at startup (max_batch = --max-concurrency rows, max_length = the served
+context + a block; on a GPU with the static backend its CUDA graphs are all captured then) and loops: take queued
+jobs into free rows of the open session, step one round, feed each request's new tokens to its job's `TokenSink`
+(text, stop strings, metrics, events), release finished rows, cancel rows whose stop string matched or whose client
+went away (a job cancelled while queued is skipped, never run). The HTTP side only calls `submit` and `close` and
+reads the waiting / running counts.
+
+Head-of-line rule: a session decodes with one set of sampling settings (temperature, top_p, top_k, seed). The queue
+is FIFO; a job whose settings differ from the open session's waits, and everything behind it waits too, until the
+session drains; then a new session opens with the head job's settings. All greedy requests share one setting, so
+greedy traffic batches fully; sampled requests batch with requests of identical settings; a seeded sampled request
+runs in a session of its own, so its seed alone decides its output. No HTTP and no speculative algorithm here.
 """
 from __future__ import annotations
 
+import itertools
 import logging
-import queue
 import threading
-from typing import Callable, Generic, Protocol, TypeVar
+from collections import deque
+from collections.abc import Callable
+from dataclasses import replace
+
+from dspark.config import GenerationConfig
+from dspark.engine.batch import BatchEngine
+from dspark.engine.schedule import Scheduling
+from dspark.engine.batch_session import BatchSession
+from dspark.engine.tree import TreeShape
+from dspark.serve.generation_job import GenerationJob, TokenSink
+from dspark.serve.model_source import ServedModel
 
 log = logging.getLogger("dspark.serve")
-State = TypeVar("State")
 
 
 class QueueFullError(RuntimeError):
     """More requests are waiting than the server allows (`--max-queue`)."""
-
-
-class Job(Protocol[State]):
-    def cancelled(self) -> bool: ...
-
-    def run(self, state: State) -> None:
-        """Generate on a worker thread with this worker's state (its Target); report through the job's sink."""
-
-    def skip(self) -> None:
-        """Called instead of `run` for a job cancelled before a worker took it."""
 
 
 class JobCounts:
@@ -65,45 +71,136 @@ class JobCounts:
         self._changed(+1, 0)
 
 
-class WorkerPool(JobCounts, Generic[State]):
-    def __init__(self, make_state: Callable[[], State], workers: int, max_queue: int,
-                 on_change: Callable[[int, int], None] = lambda waiting, running: None):
-        if workers < 1 or max_queue < 1:
-            raise ValueError("a worker pool needs at least one worker and room for one queued job")
-        super().__init__(threading.Lock(), max_queue, on_change)
-        self._queue: queue.Queue[Job | None] = queue.Queue()
-        self._threads = [threading.Thread(target=self._work, args=(make_state(),), name=f"dspark-engine-{i}",
-                                          daemon=True) for i in range(workers)]
-        for thread in self._threads:
-            thread.start()
+def sampling_key(config: GenerationConfig) -> GenerationConfig:
+    """The settings a session fixes: the request's config without its own budget and EOS ids (greedy: one key)."""
+    key = replace(config, max_new_tokens=0, eos_token_ids=())
+    return replace(key, top_p=1.0, top_k=0, seed=None) if config.greedy else key
 
-    def submit(self, job: Job) -> None:
-        with self._lock:
+
+class BatchScheduler(JobCounts):
+    def __init__(self, served: ServedModel, max_batch: int, max_queue: int,
+                 on_change: Callable[[int, int], None] = lambda waiting, running: None, algorithm1: bool = False,
+                 tree: TreeShape | None = None):
+        """`algorithm1`: every session schedules with the paper's Algorithm 1 on round-cost tables measured here,
+        once, before the engine thread starts (else the config's threshold rule, or none). `tree`: every round
+        verifies a tree of drafts per row instead of the block's chain."""
+        if max_batch < 1 or max_queue < 1:
+            raise ValueError("a batched scheduler needs at least one row and room for one queued job")
+        gamma = served.draft.config.num_draft_tokens if served.draft is not None else 0
+        self.engine = BatchEngine(served.new_target(), served.draft, max_batch, served.context_length + gamma + 1,
+                                  tree=tree)
+        if self.engine.graphs is not None:  # capture now, not during the first requests of each shape
+            log.info("capturing CUDA graphs for up to %d rows and %d positions", max_batch, served.context_length)
+            log.info("captured %d CUDA graphs", self.engine.warm_up())
+        self.scheduling = Scheduling("algorithm1", self.engine.round_cost_tables()) if algorithm1 else None
+        self._pending: deque[GenerationJob] = deque()
+        self._live: dict[int, tuple[GenerationJob, TokenSink]] = {}
+        self._ids = itertools.count()
+        self._session: BatchSession | None = None
+        self._key: GenerationConfig | None = None
+        self._exclusive = False  # the open session holds a seeded sampled request: nothing joins it
+        self._cond = threading.Condition()
+        super().__init__(self._cond, max_queue, on_change)
+        self._thread = threading.Thread(target=self._loop, name="dspark-engine-batch", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: GenerationJob) -> None:
+        with self._cond:
             self._enqueue()
-        self._queue.put(job)
-
-    def _work(self, state: State) -> None:
-        while True:
-            job = self._queue.get()
-            if job is None:
-                return
-            skip = job.cancelled()
-            with self._lock:
-                self._changed(-1, 0 if skip else +1)
-            try:
-                job.skip() if skip else job.run(state)
-            except Exception:  # a job reports its own failures; this only keeps the worker alive
-                log.exception("engine job failed")
-            finally:
-                if not skip:
-                    with self._lock:
-                        self._changed(0, -1)
+            self._pending.append(job)
+            self._cond.notify()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop taking jobs, let running ones see their cancel flags, and join the workers."""
-        with self._lock:
+        """Stop taking jobs, abort the running and queued ones, and join the engine thread."""
+        with self._cond:
             self._closed = True
-        for _ in self._threads:
-            self._queue.put(None)
-        for thread in self._threads:
-            thread.join(timeout)
+            self._cond.notify()
+        self._thread.join(timeout)
+
+    # --- the engine thread ---------------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._closed and not self._pending and not self._live:
+                    self._cond.wait()
+                if self._closed:
+                    break
+            try:
+                self._admit()
+                if self._live:
+                    self._step()
+            except Exception as exc:  # the engine failed: every running request fails, the next session starts clean
+                log.exception("batched generation failed")
+                self._fail_running(exc)
+        for request_id in list(self._live):
+            self._end(request_id, cancel=True)
+        with self._cond:
+            skipped, self._pending = list(self._pending), deque()
+            self._changed(-len(skipped), 0)
+        for job in skipped:
+            job.skip()
+
+    def _take(self) -> tuple[list[GenerationJob], list[GenerationJob]]:
+        """Jobs to skip (cancelled while queued) and jobs to add now, in FIFO order, under the head-of-line rule."""
+        skipped, taken = [], []
+        with self._cond:
+            while self._pending:
+                job = self._pending[0]
+                if job.cancelled():
+                    skipped.append(self._pending.popleft())
+                    self._changed(-1, 0)
+                    continue
+                if self._running >= self.engine.max_batch:
+                    break
+                config = job.request.generation
+                key = sampling_key(config)
+                seeded = not config.greedy and config.seed is not None
+                if self._running == 0 and not taken:  # drained: a new session with the head job's settings
+                    self._session, self._key, self._exclusive = self.engine.open(config, self.scheduling), key, seeded
+                elif self._exclusive or seeded or key != self._key:
+                    break
+                taken.append(self._pending.popleft())
+                self._changed(-1, +1)
+        return skipped, taken
+
+    def _admit(self) -> None:
+        skipped, taken = self._take()
+        for job in skipped:
+            job.skip()
+        for job in taken:
+            request_id, request = next(self._ids), job.request
+            try:
+                self._session.add(request_id, request.prompt_ids, request.generation.max_new_tokens,
+                                  request.generation.eos_token_ids)
+            except ValueError as exc:
+                job.fail(exc)
+                with self._cond:
+                    self._changed(0, -1)
+                continue
+            self._live[request_id] = (job, TokenSink(job, self._session.recorder(request_id)))
+
+    def _fail_running(self, exc: Exception) -> None:
+        for request_id in list(self._live):
+            self._live.pop(request_id)[0].fail(exc)
+            with self._cond:
+                self._changed(0, -1)
+        self._session = None
+
+    def _step(self) -> None:
+        for request_id, tokens, finished in self._session.step():
+            more = self._live[request_id][1].push(tokens)
+            if finished or not more:
+                self._end(request_id, cancel=not finished)
+        for request_id in [r for r, (job, _) in self._live.items() if job.cancelled()]:  # clients gone
+            self._end(request_id, cancel=True, aborted=True)
+
+    def _end(self, request_id: int, cancel: bool, aborted: bool = False) -> None:
+        """Free the request's row (cancel: it has not finished in the engine) and report its finish."""
+        _, sink = self._live.pop(request_id)
+        if cancel:
+            self._session.cancel(request_id)
+        else:
+            self._session.release(request_id)
+        sink.finish(aborted or self._closed)
+        with self._cond:
+            self._changed(0, -1)

@@ -16,10 +16,10 @@ class ServeSettings:
     host: str = "127.0.0.1"
     port: int = 8000
     api_key: str | None = None  # Bearer token required on every route but /health
-    max_concurrency: int = 4  # sequences generated at the same time (batch rows, or batch-1 engine workers)
+    max_concurrency: int = 4  # sequences generated at the same time (the engine's batch rows)
     max_queue: int = 1024  # requests waiting for a worker before new ones get 429
     max_model_len: int | None = None  # prompt + completion tokens per request (None: the model's own context)
-    block_size: int | None = None  # drafts verified per round at most (None: the draft's own; 0: no drafting)
+    max_drafts: int | None = None  # drafts verified per round at most (None: the draft's own; 0: no drafting)
     confidence_threshold: float = 0.0  # cut a block at the first slot whose confidence is below this
     algorithm1: bool = False  # schedule blocks with the paper's Algorithm 1 on round costs measured at startup
     tree_nodes: int = 0  # > 0: verify a tree of this many drafts per round (engine/tree.py; the batched engine)
@@ -41,8 +41,8 @@ class ServeSettings:
             raise ServeSetupError("--max-queue must be >= 1")
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ServeSetupError("--max-model-len must be >= 2 (prompt + completion tokens per request)")
-        if self.block_size is not None and self.block_size < 0:
-            raise ServeSetupError("--block-size must be >= 0 (0 turns drafting off)")
+        if self.max_drafts is not None and self.max_drafts < 0:
+            raise ServeSetupError("--max-drafts must be >= 0 (0 turns drafting off)")
         if not 0 <= self.confidence_threshold <= 1:
             raise ServeSetupError("--confidence-threshold must be in [0, 1]")
         if self.algorithm1 and self.confidence_threshold > 0:
@@ -52,8 +52,8 @@ class ServeSettings:
                                   "--tree-max-rows >= 0 (0: trees at every batch size)")
         if not self.tree_score_temperature > 0:
             raise ServeSetupError("--tree-score-temperature must be > 0 (1: the draft's own log-probabilities)")
-        if self.tree_nodes and (self.block_size is not None or self.confidence_threshold > 0 or self.algorithm1):
-            raise ServeSetupError("a tree verifies the draft's whole block every round: drop --block-size, "
+        if self.tree_nodes and (self.max_drafts is not None or self.confidence_threshold > 0 or self.algorithm1):
+            raise ServeSetupError("a tree verifies the draft's whole block every round: drop --max-drafts, "
                                   "--confidence-threshold and --algorithm1, or --tree-nodes")
         if self.spec_metrics not in SPEC_METRICS_LEVELS:
             raise ServeSetupError(f"--per-request-spec-metrics must be one of {', '.join(SPEC_METRICS_LEVELS)}")

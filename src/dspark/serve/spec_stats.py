@@ -19,7 +19,7 @@ from typing import Any
 class SpecTally:
     """Accumulates the verify rounds of one request."""
 
-    num_spec_tokens: int  # drafts per round at most (the draft's γ, or the server's --block-size)
+    num_spec_tokens: int  # drafts per round at most (the draft's γ, or the server's --max-drafts)
     accepted: list[int] = field(default_factory=list)
     proposed: list[int] = field(default_factory=list)
 

@@ -133,7 +133,7 @@ def build_draft(target_dir: str | Path, recipe: DraftRecipe = DraftRecipe(), pro
 
 
 def heldout_tau(target_dir: str | Path, draft_dir: str | Path, count: int = 24, prompt_tokens: int = 48,
-                max_new_tokens: int = 64, block_size: int | None = None) -> GenerationStats:
+                max_new_tokens: int = 64, max_drafts: int | None = None) -> GenerationStats:
     """Greedy acceptance of the lossless engine on prompts from held-out files (`max_new_tokens` each, no EOS)."""
     from dspark.config import GenerationConfig
     from dspark.engine.generate import generate
@@ -145,7 +145,7 @@ def heldout_tau(target_dir: str | Path, draft_dir: str | Path, count: int = 24, 
     draft = load_draft(draft_dir)
     target = Target(model, draft.config.target_layer_ids)
     _, examples = heldout_or_train_examples(Path(target_dir), "heldout", count, prompt_tokens, 0)
-    config = GenerationConfig(max_new_tokens=max_new_tokens, block_size=block_size)
+    config = GenerationConfig(max_new_tokens=max_new_tokens, max_drafts=max_drafts)
     stats = GenerationStats((), ())
     for example in examples:
         with torch.inference_mode():

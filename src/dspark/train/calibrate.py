@@ -66,7 +66,7 @@ def fit_sts(confidence_logits: torch.Tensor, accepted: torch.Tensor, grid: Seque
 
 
 def full_block_rounds(records: Sequence[tuple[list[float], int, int]], slots: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """From `StatsRecorder.confidence` entries keep rounds that verified the whole block."""
+    """From `replay_greedy`'s confidence records (logits, proposed, accepted) keep rounds that verified the whole block."""
     kept = [(c, a) for c, proposed, a in records if proposed == slots and len(c) == slots]
     if not kept:
         raise ValueError("no full-block rounds to calibrate on: generate with confidence_threshold 0 and longer outputs")

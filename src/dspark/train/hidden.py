@@ -103,7 +103,7 @@ class OnlineHiddenStates:
         return HiddenStates(ids, mask, features, last)
 
     def _run(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        out = self.target.forward(ids.to(self.target.device), use_cache=False, logits_to_keep=1)
+        out = self.target.forward(ids.to(self.target.device), logits_to_keep=1)
         return out.features.clone(), out.last_hidden.clone()  # inference tensors: clone them for autograd
 
     def _remember(self, index: int, piece: tuple[torch.Tensor, torch.Tensor]) -> None:
