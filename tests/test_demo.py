@@ -222,7 +222,7 @@ def test_the_shipped_draft_is_under_25_mb_and_loads_with_its_config_and_calibrat
 
 
 def test_the_demo_drafts_from_the_shipped_counts_top_k_by_default_and_refuses_k_without_counts(tmp_path):
-    from dspark.engine.generate import prepare_pair
+    from dspark.engine.batch import prepare_pair
     from dspark.train.token_counts import TOKEN_COUNTS_NAME, save_token_counts
 
     model, draft = successor.build_pair()

@@ -12,7 +12,7 @@ from dspark import GenerationConfig, Target, generate
 from dspark.cli import main
 from dspark.engine.batch import generate_batch
 from dspark.engine.draft_step import decode_blocks
-from dspark.engine.generate import prepare_pair
+from dspark.engine.batch import prepare_pair
 from dspark.formats.native import save_draft
 from dspark.model.draft_vocab import restrict_draft_vocab
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target

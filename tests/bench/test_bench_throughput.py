@@ -36,7 +36,7 @@ def models():
 @pytest.fixture(scope="module")
 def matrix(models, tmp_path_factory):
     settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=10, num_prompts=2, warmup_tokens=2)
-    methods, _ = build_methods(models, settings, None, None, "sequential", tmp_path_factory.mktemp("work"), 10)
+    methods, _ = build_methods(models, settings, None, None, tmp_path_factory.mktemp("work"), 10)
     return BenchResult(RUN, "t", "d", throughput=run_matrix(methods, PROMPTS, settings, "code"))
 
 
@@ -57,11 +57,11 @@ def test_the_matrix_has_one_row_per_method_scheduler_and_level(matrix):
     assert matrix.speedup(rows[("plain", "none", 1)]) == pytest.approx(1.0)
     assert rows[("dspark", "none", 1)].mean_tau > 1.1  # the successor draft gets some drafts right
     assert rows[("plain", "none", 1)].mean_tau is None and rows[("hf-dynamic", "none", 1)].mean_tau is None
-    for c in (1, 2):  # the batch-1 loop schedules with Algorithm 1 on its measured round-cost table
+    for c in (1, 2):  # Algorithm 1 on the engine's measured round-cost tables
         assert rows[("dspark", "algorithm1", c)].status == "ok" and rows[("dspark", "algorithm1", c)].lossless is True
     assert rows[("dflash-ref", "none", 1)].status == "n/a" and "--dflash-draft" in rows[("dflash-ref", "none", 1)].note
-    tree = rows[("dspark-tree", "none", 1)]  # this matrix runs the batch-1 loop, which has no tree verify
-    assert tree.status == "n/a" and "batched engine" in tree.note
+    tree = rows[("dspark-tree", "none", 1)]  # the default 23-node tree cannot grow from this draft's 4 slots
+    assert tree.status == "n/a" and "needs at least 23 candidates" in tree.note
 
 
 def test_our_speculative_rows_are_lossless_and_peers_agree_at_t0_in_fp32(matrix):
@@ -92,13 +92,13 @@ def test_the_result_json_carries_every_row_with_speedups(matrix, tmp_path):
 
 
 def test_a_wrong_engine_is_caught_as_not_lossless(models):
-    engine = OurEngine(Target(models.model, models.draft.config.target_layer_ids), models.draft, 64, "sequential")
+    engine = OurEngine(Target(models.model, models.draft.config.target_layer_ids), models.draft, 64)
     honest = our_method("dspark", engine, GenerationConfig(eos_token_ids=models.eos_token_ids))
 
     def wrong(prompts, concurrency, max_new_tokens, seconds_left):  # drops the last token of every request
         return [Output(o.tokens[:-1], o.taus) for o in honest.run(prompts, concurrency, max_new_tokens, seconds_left)]
 
-    plain = OurEngine(Target(models.model, models.draft.config.target_layer_ids), None, 64, "sequential")
+    plain = OurEngine(Target(models.model, models.draft.config.target_layer_ids), None, 64)
     methods = [our_method("plain", plain, GenerationConfig(eos_token_ids=models.eos_token_ids)), honest,
                Method("dspark", wrong, "broken", speculative=True)]
     rows = by_key(run_matrix(methods, PROMPTS, ThroughputSettings((1,), 6, num_prompts=2, warmup_tokens=0), "code"))
@@ -107,11 +107,9 @@ def test_a_wrong_engine_is_caught_as_not_lossless(models):
     assert rows[("dspark", "broken", 1)].note == "2 of 2 requests differ from plain (earliest at new token 5)"
 
 
-@pytest.mark.parametrize("verify", ["rectangle", "ragged"])
-def test_the_batched_engine_runs_every_scheduler_losslessly_and_measures_step_costs(models, tmp_path, verify):
+def test_the_engine_runs_every_scheduler_losslessly_and_measures_step_costs(models, tmp_path):
     settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=10, num_prompts=2, warmup_tokens=2)
-    methods, costs = build_methods(models, settings, ("plain", "dspark"), None, "batch", tmp_path, 10,
-                                   verify=verify)
+    methods, costs = build_methods(models, settings, ("plain", "dspark"), None, tmp_path, 10)
     rows = run_matrix(methods, PROMPTS, settings, "code")
     assert [(r.method, r.scheduler, r.status, r.requests) for r in rows] == [
         (m, s, "ok", 2) for _ in (1, 2) for m, s in (("plain", "none"), ("dspark", "none"), ("dspark", "threshold"),
@@ -235,7 +233,7 @@ def test_cli_prints_a_table_ends_with_one_json_line_and_reports_plot_it(model_di
     out = tmp_path / "res" / "throughput.json"
     argv = ["bench", "throughput", "--target", str(target), "--draft", str(draft), "--prompts", str(prompts),
             "--num-prompts", "2", "--max-new-tokens", "4", "--concurrency", "1,2", "--methods",
-            "plain,dspark,hf-dynamic,prompt-lookup", "--schedulers", "none,threshold", "--engine", "sequential",
+            "plain,dspark,hf-dynamic,prompt-lookup", "--schedulers", "none,threshold",
             "--warmup-tokens", "1", "--repeats", "2", "--out", str(out), "--no-progress"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
@@ -249,7 +247,7 @@ def test_cli_prints_a_table_ends_with_one_json_line_and_reports_plot_it(model_di
     assert all(r["lossless"] for r in last["rows"] if r["method"] == "dspark")
     result = load_result(out)
     assert result.run.command.startswith("dspark bench throughput --target ")
-    assert "--concurrency 1,2" in result.run.command and result.settings["engine"] == "sequential"
+    assert "--concurrency 1,2" in result.run.command
     assert result.suites[0].name == "p" and result.suites[0].prompts == 2
     assert all(len(r.repeats) == 2 and r.tokens_per_second in r.repeats for r in result.throughput if r.status == "ok")
 
@@ -263,7 +261,7 @@ def test_tree_rows_of_either_draft_are_lossless_and_commit_more_per_round_than_i
     settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=16, num_prompts=3, warmup_tokens=2)
     names = ("plain", "dspark", "dspark-tree", "dflash", "dflash-tree")
     # 9 nodes at beam 3: what the DFlash-mode draft's 3 predicting slots can fill
-    methods, _ = build_methods(models, settings, names, ("none",), "batch", tmp_path, 10, tree=TreeShape(9, 3))
+    methods, _ = build_methods(models, settings, names, ("none",), tmp_path, 10, tree=TreeShape(9, 3))
     rows = by_key(run_matrix(methods, PROMPTS, settings, "code"))
     for c in (1, 2):
         for draft in ("dspark", "dflash"):  # the same tree shape over either draft

@@ -37,7 +37,7 @@ from dspark.engine.tree import TreeDrafts, TreeShape, ancestor_slots  # noqa: E4
 from dspark.model.rope import rotate, signed_sin  # noqa: E402
 from dspark import GenerationConfig, Target, generate  # noqa: E402
 from dspark.engine.batch import generate_batch  # noqa: E402
-from dspark.engine.generate import prepare_pair  # noqa: E402
+from dspark.engine.batch import prepare_pair  # noqa: E402
 from dspark.model.draft import DSparkDraft  # noqa: E402
 from dspark.model.draft_vocab import restrict_draft_vocab  # noqa: E402
 from dspark.model.heads import GatedMarkovHead  # noqa: E402

@@ -1,17 +1,16 @@
-"""`dspark serve --algorithm1`: the paper's Algorithm 1 schedules every block, on a step-cost table measured once at
-startup (the batched scheduler's over batch sizes 1, 2, …; the batch-1 workers' over one round by verify width).
-Scheduling changes the work, never the output: greedy text equals batch-1 greedy decoding."""
+"""`dspark serve --algorithm1`: the paper's Algorithm 1 schedules every block, on step-cost tables measured once at
+startup over batch sizes 1, 2, … Scheduling changes the work, never the output: greedy text equals decoding each
+request alone."""
 from __future__ import annotations
 
 import pytest
-from test_serve_batched import batch1
+from test_serve_batched import decoded_alone
 from test_serve_support import client, tiny_served
 
-import dspark.serve.app as app_module
-from dspark.serve.app import batch1_round_costs, create_app
-from dspark.serve.batch_scheduler import BatchScheduler
+from dspark.serve.app import create_app, start_scheduler
+from dspark.serve.metrics import ServerMetrics
 from dspark.serve.model_source import ServeSetupError, served_model
-from dspark.serve.scheduler import WorkerPool
+from dspark.serve.scheduler import BatchScheduler
 from dspark.serve.server import BackgroundServer
 from dspark.serve.settings import ServeSettings
 from dspark.testbed.random_pair import tiny_target
@@ -20,12 +19,12 @@ from dspark.testbed.successor_pair import build_tokenizer
 PROMPTS = [("Hello", 30), ("abc 0", 20), ("The quick", 25)]
 
 
-def _greedy_texts_match_batch1(url: str, served) -> None:
+def _greedy_texts_match_decoding_alone(url: str, served) -> None:
     api = client(url)
     for prompt, max_tokens in PROMPTS:
         text = api.completions.create(model=served.name, prompt=prompt, max_tokens=max_tokens,
                                       temperature=0).choices[0].text
-        assert text == served.tokenizer.decode(batch1(prompt, max_tokens).tokens, skip_special_tokens=True), prompt
+        assert text == served.tokenizer.decode(decoded_alone(prompt, max_tokens).tokens, skip_special_tokens=True), prompt
 
 
 def test_algorithm1_on_the_batched_scheduler_measures_a_table_per_batch_size_and_keeps_greedy_text():
@@ -33,22 +32,12 @@ def test_algorithm1_on_the_batched_scheduler_measures_a_table_per_batch_size_and
     app = create_app(served, ServeSettings(port=0, max_concurrency=2, algorithm1=True))
     with BackgroundServer(app) as url:
         scheduler = app.state.pool
-        assert isinstance(scheduler, BatchScheduler) and app.state.round_costs is None
+        assert isinstance(scheduler, BatchScheduler)
         assert scheduler.scheduling.rule == "algorithm1"
         tables = scheduler.scheduling.cost
         assert sorted(tables) == [1, 2]  # batch sizes up to --max-concurrency
         assert all(t.widths == list(range(1, served.num_spec_tokens + 2)) for t in tables.values())
-        _greedy_texts_match_batch1(url, served)
-
-
-def test_algorithm1_on_batch1_workers_uses_the_round_cost_table_and_keeps_greedy_text(monkeypatch):
-    monkeypatch.setattr(app_module, "batching_supported", lambda served: False)
-    served = tiny_served()
-    app = create_app(served, ServeSettings(port=0, max_concurrency=2, algorithm1=True))
-    with BackgroundServer(app) as url:
-        assert isinstance(app.state.pool, WorkerPool)
-        assert app.state.round_costs.widths == list(range(1, served.num_spec_tokens + 2))
-        _greedy_texts_match_batch1(url, served)
+        _greedy_texts_match_decoding_alone(url, served)
 
 
 def test_algorithm1_excludes_the_threshold_and_needs_a_confidence_head():
@@ -56,8 +45,7 @@ def test_algorithm1_excludes_the_threshold_and_needs_a_confidence_head():
         ServeSettings(algorithm1=True, confidence_threshold=0.3)
     no_draft = served_model(tiny_target("deepseek_v3", vocab_size=260, num_layers=2), build_tokenizer(), None, "mla")
     with pytest.raises(ServeSetupError, match="confidence head"):
-        batch1_round_costs(no_draft, ServeSettings(algorithm1=True))
-    assert batch1_round_costs(no_draft, ServeSettings()) is None
+        start_scheduler(no_draft, ServeSettings(algorithm1=True), ServerMetrics("mla", 0))
 
 
 def test_algorithm1_on_the_batched_path_also_needs_a_confidence_head():

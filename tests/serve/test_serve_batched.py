@@ -1,7 +1,7 @@
-"""The batched scheduler behind the real server: concurrent greedy requests share decode rounds and each returns
-exactly what batch-1 greedy decoding returns (text, finish reason, usage, per-request spec stats); a stop string
-frees its row; /metrics adds up over the requests; a seeded sampled request is reproducible whatever else runs;
-targets the batched engine cannot run keep the batch-1 worker pool."""
+"""The scheduler behind the real server: concurrent greedy requests share decode rounds and each returns exactly what
+decoding it alone returns (text, finish reason, usage, per-request spec stats); a stop string frees its row; /metrics
+adds up over the requests; a seeded sampled request is reproducible whatever else runs; a target the static backend
+cannot run is served the same way through the Hugging Face backend."""
 from __future__ import annotations
 
 import threading
@@ -13,12 +13,11 @@ from test_serve_support import client, scrape, single_thread, tiny_served, value
 from dspark.config import GenerationConfig
 from dspark.engine.batch import BatchEngine
 from dspark.engine.generate import generate
-from dspark.serve import batch_scheduler
+from dspark.serve import scheduler as scheduler_module
 from dspark.serve.app import create_app, start_scheduler
-from dspark.serve.batch_scheduler import BatchScheduler
 from dspark.serve.metrics import ServerMetrics
 from dspark.serve.model_source import served_model
-from dspark.serve.scheduler import WorkerPool
+from dspark.serve.scheduler import BatchScheduler
 from dspark.serve.server import BackgroundServer
 from dspark.serve.settings import ServeSettings
 from dspark.serve.spec_stats import SpecTally
@@ -31,14 +30,14 @@ REQUESTS = [("first", 20, ()), ("Hello", 40, ()), ("abc 0", 30, ()), ("The quick
             ("xyz", 33, ())]  # (prompt, max_tokens, stop strings); "Hello" ends at its EOS, "The quick" at "uv"
 
 
-def batch1(prompt: str, max_tokens: int):
+def decoded_alone(prompt: str, max_tokens: int):
     served = tiny_served()
     ids = served.tokenizer(prompt)["input_ids"]
     config = GenerationConfig(max_new_tokens=max_tokens, eos_token_ids=served.eos_token_ids)
     return generate(served.new_target(), served.draft, ids, config)
 
 
-def test_concurrent_greedy_requests_share_rounds_and_equal_batch1_greedy_and_metrics_add_up():
+def test_concurrent_greedy_requests_share_rounds_and_equal_decoding_each_alone_and_metrics_add_up():
     served = tiny_served()
     app = create_app(served, ServeSettings(port=0, max_concurrency=ROWS))
     with BackgroundServer(app) as url:
@@ -73,7 +72,7 @@ def test_concurrent_greedy_requests_share_rounds_and_equal_batch1_greedy_and_met
     assert max(widths) == ROWS  # queued requests were decoded side by side
     drafted = accepted = stops = 0
     for (prompt, max_tokens, stop), response in zip(REQUESTS, responses):
-        expected = batch1(prompt, max_tokens)
+        expected = decoded_alone(prompt, max_tokens)
         text = served.tokenizer.decode(expected.tokens, skip_special_tokens=True)
         choice = response.choices[0]
         stops += choice.finish_reason == "stop"
@@ -115,16 +114,25 @@ def test_a_seeded_sampled_request_gives_the_same_text_alone_and_amid_other_traff
             mixed = [pool.submit(ask, t, s) for t, s in ((0, None), (1.0, 7), (1.0, None), (0, None))]
             texts = [f.result() for f in mixed]
     assert texts[1] == alone
-    assert texts[0] == texts[3] == served.tokenizer.decode(batch1("The", 16).tokens, skip_special_tokens=True)
+    assert texts[0] == texts[3] == served.tokenizer.decode(decoded_alone("The", 16).tokens, skip_special_tokens=True)
 
 
-def test_a_target_the_batched_engine_cannot_run_keeps_the_batch1_worker_pool():
+def test_a_deepseek_v3_target_is_served_by_the_same_scheduler_through_the_hf_backend():
     served = served_model(tiny_target("deepseek_v3", vocab_size=260, num_layers=2), build_tokenizer(), None, "mla")
     pool = start_scheduler(served, ServeSettings(max_concurrency=2), ServerMetrics("mla", 0))
-    try:
-        assert isinstance(pool, WorkerPool)
-    finally:
-        pool.close()
+    pool.close()
+    assert isinstance(pool, BatchScheduler) and type(pool.engine.backend).__name__ == "HFBackend"
+    app = create_app(served, ServeSettings(port=0, max_concurrency=2))
+    with BackgroundServer(app) as url:
+        api = client(url)
+        with ThreadPoolExecutor(2) as threads:
+            texts = list(threads.map(lambda p: api.completions.create(model="mla", prompt=p, max_tokens=12,
+                                                                    temperature=0).choices[0].text, ["Hi", "abc"]))
+    for prompt, text in zip(["Hi", "abc"], texts):
+        ids = served.tokenizer(prompt)["input_ids"]
+        config = GenerationConfig(max_new_tokens=12, eos_token_ids=served.eos_token_ids)
+        expected = generate(served.new_target(), None, ids, config).tokens
+        assert text == served.tokenizer.decode(expected, skip_special_tokens=True)
 
 
 def test_a_graphed_engine_captures_its_graphs_at_startup_and_serves_the_same_greedy_text(monkeypatch):
@@ -133,7 +141,7 @@ def test_a_graphed_engine_captures_its_graphs_at_startup_and_serves_the_same_gre
             super().__init__(*args, pad_to_buckets=True, **kwargs)
             self.graphs = EagerReplay(self.round)
 
-    monkeypatch.setattr(batch_scheduler, "BatchEngine", GraphedEngine)
+    monkeypatch.setattr(scheduler_module, "BatchEngine", GraphedEngine)
     served = tiny_served()
     app = create_app(served, ServeSettings(port=0, max_concurrency=2))
     with BackgroundServer(app) as url:
@@ -142,5 +150,5 @@ def test_a_graphed_engine_captures_its_graphs_at_startup_and_serves_the_same_gre
         assert captured > 0 and {key[0] for key in graphs} == {"prefill", "propose", "verify"}
         text = client(url).completions.create(model=served.name, prompt="Hello", max_tokens=20,
                                               temperature=0).choices[0].text
-        assert text == served.tokenizer.decode(batch1("Hello", 20).tokens, skip_special_tokens=True)
+        assert text == served.tokenizer.decode(decoded_alone("Hello", 20).tokens, skip_special_tokens=True)
         assert len(graphs) == captured  # the request needed no capture of its own

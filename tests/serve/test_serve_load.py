@@ -72,7 +72,7 @@ def test_two_hundred_concurrent_requests_all_complete():
 
 def slow_tiny_model(seconds_per_forward: float) -> ServedModel:
     """A fresh tiny pair whose target forward sleeps, so a long generation surely outlasts the test's steps (the
-    hook sits on the embedding, which the batch-1 and the batched engine both run once per target forward)."""
+    hook sits on the embedding, which the engine runs once per target forward)."""
     hf_model, tokenizer, draft = tiny_successor.load()
     hf_model.get_input_embeddings().register_forward_pre_hook(lambda module, args: time.sleep(seconds_per_forward))
     return served_model(hf_model, tokenizer, draft, "slow")

@@ -125,21 +125,21 @@ def test_a_widened_draft_gives_the_same_logits_and_confidence_and_keeps_its_trai
 
 
 def test_a_widened_draft_drafts_the_same_blocks_in_the_engine(monkeypatch):
-    import dspark.engine.generate as engine
     from dspark.config import GenerationConfig
     from dspark.engine.generate import generate
+    from dspark.engine.static_draft import StaticDraft
 
     model, draft = _pair()
     target = Target(model, draft.config.target_layer_ids)
     prompt = [5, 17, 33, 2, 80, 41, 9]
-    real, drafted = engine.propose, []
+    real, drafted = StaticDraft.propose, []
 
     def recording(*args, **kwargs):
         proposal = real(*args, **kwargs)
         drafted[-1].append(proposal.tokens.tolist())
         return proposal
 
-    monkeypatch.setattr(engine, "propose", recording)
+    monkeypatch.setattr(StaticDraft, "propose", recording)
     results = []
     for candidate in (draft, widen_draft(draft, 2 * draft.config.intermediate_size)):
         drafted.append([])

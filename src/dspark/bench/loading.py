@@ -90,7 +90,7 @@ def load_models(target_path: str | Path, draft_path: str | Path, tokenizer_path:
     target = Target.from_pretrained(target_path, draft.config.target_layer_ids, dtype=torch_dtype, device=device)
     target.check_draft(draft.config)
     if draft_vocab:
-        from dspark.engine.generate import prepare_pair
+        from dspark.engine.batch import prepare_pair
         from dspark.train.token_counts import restrict_by_counts
 
         prepare_pair(target, draft)  # the target's LM head, whose rows the draft vocabulary takes

@@ -43,6 +43,11 @@ class OurEngine:
             return f"the {scheduler} scheduler needs a draft with a confidence head"
         if self.tree is not None and scheduler != "none":
             return "tree verification runs without a scheduler"
+        if self.tree is not None:
+            try:
+                self.tree.check(self.draft.config.num_draft_tokens)
+            except ValueError as exc:
+                return str(exc)
         return ""
 
     def engine(self, max_batch: int) -> Any:

@@ -27,7 +27,7 @@ def replay_greedy(target: Target, draft: DSparkDraft, prompt: Sequence[int], con
     """Rounds of greedy speculative decoding of `prompt` that produce exactly `continuation` (the target's greedy
     output, first token included), with at most `max_drafts` drafts verified per round. When `confidence` is a
     list, each round appends (confidence logits of its whole block, proposed, accepted)."""
-    from dspark.engine.generate import prepare_pair
+    from dspark.engine.batch import prepare_pair
 
     prepare_pair(target, draft)
     cfg = draft.config

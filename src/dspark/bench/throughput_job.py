@@ -16,8 +16,6 @@ from dspark.bench.errors import BenchError
 from dspark.bench.results import SuiteRecord
 from dspark.bench.throughput import SCHEDULERS, Method, ThroughputSettings, never_run, run_matrix
 
-# the batched engine's verify shape: ragged (each row's own slots, eager) or a rectangle (graph-safe, the default)
-VERIFY_SHAPES = {"rectangle": False, "ragged": True}
 METHODS = ("plain", "dspark", "dspark-tree", "dflash", "dflash-tree", "hf-dynamic", "hf-static", "prompt-lookup",
            "assisted", "dflash-ref")
 NEEDS = {"dspark": ("draft", "--draft DIR (a native DSpark draft)"),
@@ -111,7 +109,7 @@ def load_throughput_models(target: str | Path, draft: str | None = None, dflash_
     if draft_vocab:
         if drafts[0] is None:
             raise BenchError("--draft-vocab restricts the DSpark draft: give --draft too")
-        from dspark.engine.generate import prepare_pair
+        from dspark.engine.batch import prepare_pair
         from dspark.train.token_counts import restrict_by_counts
 
         prepare_pair(Target(model, drafts[0].config.target_layer_ids), drafts[0])  # the LM head the rows come from
@@ -172,12 +170,10 @@ def encode_all(models: ThroughputModels, prompts: Sequence[Any], max_new_tokens:
 
 
 def build_methods(models: ThroughputModels, settings: ThroughputSettings, names: Sequence[str] | None,
-                  schedulers: Sequence[str] | None, engine_kind: str, work: Path, max_prompt: int,
-                  cuda_graphs: bool | None = None, verify: str = "rectangle",
+                  schedulers: Sequence[str] | None, work: Path, max_prompt: int, cuda_graphs: bool | None = None,
                   tree: Any = None) -> tuple[list[Method], Any]:
-    """The runner's methods in report order, and the lazily measured round-cost tables (`StepCosts`). `verify`:
-    the batched engine's verify shape (VERIFY_SHAPES); `tree`: the tree methods' TreeShape (default nodes 23,
-    beam 4)."""
+    """The runner's methods in report order, and the lazily measured round-cost tables (`StepCosts`). `tree`: the
+    tree methods' TreeShape (default nodes 23, beam 4)."""
     from dspark.engine.tree import TreeShape
 
     from dspark.bench.our_engine import OurEngine, StepCosts, our_method
@@ -194,8 +190,7 @@ def build_methods(models: ThroughputModels, settings: ThroughputSettings, names:
                               eos_token_ids=models.eos_token_ids)
     max_length = max_prompt + settings.max_new_tokens + models.drafts_per_round + 2
     layer_ids = models.draft.config.target_layer_ids if models.draft is not None else (0,)
-    ragged = VERIFY_SHAPES[verify]
-    plain = OurEngine(Target(models.model, layer_ids), None, max_length, engine_kind, cuda_graphs, ragged)
+    plain = OurEngine(Target(models.model, layer_ids), None, max_length, cuda_graphs)
     costs = None
     hf = {m.name: m for m in hf_methods(models.model, models.eos_token_ids, models.pad_id, settings.temperature,
                                         max_length, models.assistant, f"needs {NEEDS['assisted'][1]}")}
@@ -207,16 +202,15 @@ def build_methods(models: ThroughputModels, settings: ThroughputSettings, names:
             methods.append(our_method("plain", plain, config))
         elif name in ("dspark", "dflash"):
             draft = models.draft if name == "dspark" else models.dflash_draft
-            engine = OurEngine(Target(models.model, draft.config.target_layer_ids), draft, max_length, engine_kind,
-                               cuda_graphs, ragged)
+            engine = OurEngine(Target(models.model, draft.config.target_layer_ids), draft, max_length, cuda_graphs)
             if name == "dspark":
                 costs = StepCosts(engine, max(settings.concurrency))
             for scheduler in (schedulers if name == "dspark" else ["none"]):
                 methods.append(our_method(name, engine, config, scheduler, settings.threshold, costs))
         elif name in ("dspark-tree", "dflash-tree"):  # the same tree shape for both drafts
             draft = models.draft if name == "dspark-tree" else models.dflash_draft
-            engine = OurEngine(Target(models.model, draft.config.target_layer_ids), draft, max_length, engine_kind,
-                               cuda_graphs, tree=tree or TreeShape())
+            engine = OurEngine(Target(models.model, draft.config.target_layer_ids), draft, max_length, cuda_graphs,
+                               tree=tree or TreeShape())
             methods.append(our_method(name, engine, config))
         elif name == "dflash-ref":
             methods.append(dflash_method(models.model, models.dflash_draft_path, work, models.eos_token_ids,
@@ -239,8 +233,6 @@ class ThroughputRequest:
     settings: ThroughputSettings = ThroughputSettings()
     methods: tuple[str, ...] | None = None
     schedulers: tuple[str, ...] | None = None
-    engine: str = "auto"
-    verify: str = "rectangle"
     device: str = "auto"
     dtype: str = "auto"
     chat_template: bool = True
@@ -252,8 +244,6 @@ class ThroughputRequest:
     tree_score_temperature: float = 1.0  # the tree methods' node scores: log-softmax(logits / this) (TreeShape)
 
     def __post_init__(self) -> None:
-        if self.verify not in VERIFY_SHAPES:
-            raise BenchError(f"--verify must be one of {tuple(VERIFY_SHAPES)}, got {self.verify!r}")
         if not self.tree_score_temperature > 0:
             raise BenchError("--tree-score-temperature must be > 0 (1: the draft's own log-probabilities)")
         if (self.target is None) == (not self.smollm2):
@@ -282,22 +272,21 @@ def measure_throughput(request: ThroughputRequest, models: ThroughputModels, pro
                        cuda_graphs: bool | None = None) -> Any:
     """Run the matrix on loaded models and encoded prompts (`suite` is their `SuiteRecord`); the result names the
     request's models, settings and command, the measured round-cost tables and where it ran."""
-    from dspark.bench.our_engine import resolve_kind
     from dspark.bench.results import BenchResult
     from dspark.bench.round_profile import cuda_sync
     from dspark.bench.runinfo import collect_run_info
     from dspark.engine.tree import TreeShape
 
     settings = request.settings
-    methods, costs = build_methods(models, settings, request.methods, request.schedulers, request.engine, work,
-                                   max(len(p) for p in prompts), cuda_graphs, request.verify,
+    methods, costs = build_methods(models, settings, request.methods, request.schedulers, work,
+                                   max(len(p) for p in prompts), cuda_graphs,
                                    TreeShape(request.tree_nodes, request.tree_beam, request.tree_max_rows or None,
                                              request.tree_score_temperature))
     rows = run_matrix(methods, prompts, settings, suite.name, sync=cuda_sync(models.device), progress=progress)
     return BenchResult(
         run=collect_run_info(request.command, models.device), target=str(request.target), draft=request.draft,
         settings={**settings.as_dict(), "dflash_draft": request.dflash_draft, "assistant": request.assistant,
-                  "engine": resolve_kind(request.engine), "verify": request.verify, "dtype": str(models.dtype).replace("torch.", ""),
+                  "dtype": str(models.dtype).replace("torch.", ""),
                   "prompts_skipped": skipped, "distinct_prompts": len(prompts),
                   "eos_token_ids": list(models.eos_token_ids), "chat_template": request.chat_template,
                   "draft_vocab": request.draft_vocab, "tree_nodes": request.tree_nodes, "tree_beam": request.tree_beam,

@@ -59,7 +59,7 @@ def restrict_draft_vocab(draft: DSparkDraft, token_ids: torch.Tensor | None) -> 
         draft.draft_vocab = None
         return None
     if draft.lm_head is None:
-        raise RuntimeError("the draft has no LM head yet: tie it to the target's (dspark.engine.generate.prepare_pair)"
+        raise RuntimeError("the draft has no LM head yet: tie it to the target's (dspark.engine.batch.prepare_pair)"
                            " before restricting its vocabulary")
     v = draft.config.vocab_size
     ids = torch.as_tensor(token_ids).long().flatten()
