@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from dspark.model.block_forward import draft_forward
+from dspark.model.blocks import block_attention_mask, build_blocks, sample_anchors, valid_anchor_mask
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
-from dspark.train.blocks import block_attention_mask, build_blocks, sample_anchors, valid_anchor_mask
-from dspark.train.forward import draft_forward
 
 
 def _setup(seq_len=40, anchors=((5, 12, 20, 31),)):
@@ -78,7 +78,7 @@ def test_flex_block_mask_gives_the_same_attention_as_the_dense_sdpa_mask_dummy_b
     import torch.nn.functional as F
     from torch.nn.attention.flex_attention import flex_attention
 
-    from dspark.train.blocks import flex_block_mask, sdpa_mask
+    from dspark.model.blocks import flex_block_mask, sdpa_mask
 
     seq_len, gamma = 40, 3
     anchors = torch.tensor([[3, 10, 20, 30, 0], [5, 6, 7, 0, 0]])

@@ -10,8 +10,8 @@ from safetensors.torch import load_file, save_file
 
 from fixture_paths import CONFORMANCE, VARIANTS
 from dspark import GenerationConfig, Target, generate, load_draft
-from dspark.train.blocks import build_blocks
-from dspark.train.forward import draft_forward, teacher_logits
+from dspark.model.block_forward import draft_forward, teacher_logits
+from dspark.model.blocks import build_blocks
 from dspark.train.loss import dspark_loss
 
 DEEPSPEC = CONFORMANCE / "deepspec"

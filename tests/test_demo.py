@@ -10,13 +10,13 @@ import pytest
 
 from dspark import assets, demo
 from dspark.cli import main
+from dspark.cli import serve_default as default_model
 from dspark.config import GenerationConfig
 from dspark.engine.generate import generate
 from dspark.engine.schedule import StepCostTable
 from dspark.engine.stats import GenerationStats
+from dspark.formats import smollm2
 from dspark.model.target import Target
-from dspark.serve import default_model
-from dspark.testbed import smollm2
 from dspark.testbed import successor_pair as successor
 
 TEXTS = {"code": ["def add(a, b):", "for i in range(10):"], "chat": ["Hello there, how are you?"],
@@ -223,7 +223,7 @@ def test_the_shipped_draft_is_under_25_mb_and_loads_with_its_config_and_calibrat
 
 def test_the_demo_drafts_from_the_shipped_counts_top_k_by_default_and_refuses_k_without_counts(tmp_path):
     from dspark.engine.batch import prepare_pair
-    from dspark.train.token_counts import TOKEN_COUNTS_NAME, save_token_counts
+    from dspark.formats.token_counts import TOKEN_COUNTS_NAME, save_token_counts
 
     model, draft = successor.build_pair()
     prepare_pair(Target(model, draft.config.target_layer_ids), draft)
@@ -242,7 +242,7 @@ def test_the_demo_drafts_from_the_shipped_counts_top_k_by_default_and_refuses_k_
 
 
 def test_the_shipped_draft_ships_token_counts_whose_default_top_k_covers_99_percent():
-    from dspark.train.token_counts import coverage, load_token_counts
+    from dspark.formats.token_counts import coverage, load_token_counts
 
     counts = load_token_counts(assets.SMOLLM2_DRAFT, 49152)
     assert coverage(counts, demo.DEFAULT_DRAFT_VOCAB) > 0.99 and int(counts.sum()) > 10_000_000

@@ -14,11 +14,11 @@ from dspark.engine.batch import generate_batch
 from dspark.engine.draft_step import decode_blocks
 from dspark.engine.batch import prepare_pair
 from dspark.formats.native import save_draft
+from dspark.formats.token_counts import TOKEN_COUNTS_NAME, coverage, load_token_counts, save_token_counts, top_tokens
 from dspark.model.draft_vocab import restrict_draft_vocab
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 from dspark.train.data import Example, write_examples
-from dspark.train.token_counts import (TOKEN_COUNTS_NAME, count_tokens, coverage, load_token_counts,
-                                       save_token_counts, top_tokens)
+from dspark.train.token_counts import count_tokens
 from test_lossless_greedy import hf_greedy
 from test_lossless_sampling import chi_square_excess, exact_continuations
 

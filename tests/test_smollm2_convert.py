@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from dspark.testbed import smollm2
+from dspark.formats import smollm2
 
 HIDDEN, LAYERS, HEADS, KV_HEADS, INTER = 64, 2, 4, 2, 128
 SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<empty_output>"]

@@ -55,8 +55,8 @@ def _their_outputs(folder: Path, target, input_ids, loss_mask, anchors_wanted: i
 
 def _our_outputs(folder: Path, target, input_ids, loss_mask, anchors):
     from dspark import Target, load_draft
-    from dspark.train.blocks import build_blocks
-    from dspark.train.forward import draft_forward
+    from dspark.model.block_forward import draft_forward
+    from dspark.model.blocks import build_blocks
 
     draft = load_draft(folder)
     wrapped = Target(target, draft.config.target_layer_ids)

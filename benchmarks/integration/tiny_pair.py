@@ -64,8 +64,8 @@ def _greedy_continuations(model, prompts: torch.Tensor, new_tokens: int) -> torc
 
 
 def _fit(draft, target, sequences: torch.Tensor, prompt_len: int, steps: int, seed: int) -> float:
-    from dspark.train.blocks import build_blocks, sample_anchors
-    from dspark.train.forward import draft_forward, teacher_logits
+    from dspark.model.block_forward import draft_forward, teacher_logits
+    from dspark.model.blocks import build_blocks, sample_anchors
     from dspark.train.loss import dspark_loss
 
     mask = torch.zeros_like(sequences)

@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT / "src"))
 from dspark import Target  # noqa: E402
 from dspark.engine.generate import prepare_pair  # noqa: E402
 from dspark.formats.native import load_draft  # noqa: E402
-from dspark.train.blocks import build_blocks  # noqa: E402
+from dspark.model.block_forward import draft_forward  # noqa: E402
+from dspark.model.blocks import build_blocks  # noqa: E402
 from dspark.train.data import Prompt, render_prompt  # noqa: E402
-from dspark.train.forward import draft_forward  # noqa: E402
 
 
 @torch.inference_mode()
@@ -73,7 +73,7 @@ def main() -> None:
         raise SystemExit("--also takes LABEL=DRAFT_FOLDER")
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    from dspark.testbed import smollm2
+    from dspark.formats import smollm2
 
     folder = args.target or smollm2.smollm2_path()
     model = LlamaForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()

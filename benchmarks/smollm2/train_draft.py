@@ -69,7 +69,7 @@ def log(msg: str) -> None:
 
 
 def stage_convert(work: Path) -> None:
-    from dspark.testbed import smollm2
+    from dspark.formats import smollm2
 
     if (work / "model" / "config.json").is_file():
         return log("convert: cached")

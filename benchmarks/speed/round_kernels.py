@@ -345,7 +345,7 @@ def main() -> None:
     target, draft = build(args.smoke, device, dtype, args.markov_head, args.draft_layers, args.draft_intermediate)
     only = set(args.only.split(","))
     if args.draft_vocab and not args.smoke:
-        from dspark.train.token_counts import restrict_by_counts
+        from dspark.formats.token_counts import restrict_by_counts
 
         draft.tie_embeddings(target.embed_tokens, target.lm_head)
         restrict_by_counts(draft, SHIPPED, args.draft_vocab)

@@ -38,9 +38,9 @@ from throughput_h200 import assembled, smoke_models  # noqa: E402
 from dspark.bench import throughput_job as job  # noqa: E402
 from dspark.config import GenerationConfig  # noqa: E402
 from dspark.engine.batch import BatchEngine  # noqa: E402
+from dspark.formats.token_counts import draft_vocab_ids  # noqa: E402
 from dspark.model.draft_vocab import restrict_draft_vocab  # noqa: E402
 from dspark.model.target import Target  # noqa: E402
-from dspark.train.token_counts import draft_vocab_ids  # noqa: E402
 
 
 class Stamps:

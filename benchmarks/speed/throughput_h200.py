@@ -144,7 +144,7 @@ def shipped_draft() -> str | None:
 
 
 def smollm2_folder(work: Path) -> Path:
-    from dspark.testbed import smollm2
+    from dspark.formats import smollm2
 
     folder = work / "smollm2"
     if not (folder / "config.json").is_file():

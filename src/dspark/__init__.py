@@ -25,7 +25,7 @@ _LAZY = {
     "generate_batch": "dspark.engine.batch",
     "BatchEngine": "dspark.engine.batch",
     "TreeShape": "dspark.engine.tree",
-    "load_smollm2": "dspark.testbed.smollm2",
+    "load_smollm2": "dspark.formats.smollm2",
 }
 
 

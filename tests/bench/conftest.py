@@ -74,7 +74,7 @@ def counted_draft(tmp_path_factory, model_dirs):
 
     import torch
 
-    from dspark.train.token_counts import TOKEN_COUNTS_NAME, save_token_counts
+    from dspark.formats.token_counts import TOKEN_COUNTS_NAME, save_token_counts
 
     folder = tmp_path_factory.mktemp("counted") / "draft"
     shutil.copytree(model_dirs[1], folder)

@@ -287,7 +287,7 @@ def test_cli_asks_for_the_models_a_named_method_needs(model_dirs, tmp_path, caps
 
 
 def test_the_smollm2_flag_runs_the_converted_smollm2_folder_as_the_target(model_dirs, monkeypatch, tmp_path, capsys):
-    import dspark.testbed.smollm2 as smollm2
+    import dspark.formats.smollm2 as smollm2
 
     target_dir, _ = model_dirs
     monkeypatch.setattr(smollm2, "smollm2_path", lambda: target_dir)  # the conversion's cache, without the wheel

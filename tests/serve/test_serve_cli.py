@@ -15,8 +15,8 @@ import pytest
 from test_serve_support import client, running_server, single_thread  # noqa: F401
 
 from dspark.cli import main
+from dspark.cli.serve_default import choose_default, load_default
 from dspark.formats.native import save_draft
-from dspark.serve.default_model import choose_default
 from dspark.serve.model_source import load_served_model
 from dspark.serve.prompts import render_plain_chat
 from dspark.serve.schemas import ChatMessage
@@ -50,7 +50,7 @@ def dry_run(capsys, *flags: str) -> tuple[int, str, str]:
 
 def test_dry_run_describes_the_embedded_default(capsys):
     code, out, _ = dry_run(capsys)
-    default = load_served_model()
+    default = load_served_model(default=load_default)
     assert code == 0
     assert json.loads(out) == {
         "model": choose_default().name, "url": "http://127.0.0.1:8000", "context_length": default.context_length,
@@ -96,7 +96,7 @@ def test_a_draft_vocabulary_is_served_losslessly_and_needs_counts_and_a_draft(ca
 
     import torch
 
-    from dspark.train.token_counts import TOKEN_COUNTS_NAME, save_token_counts
+    from dspark.formats.token_counts import TOKEN_COUNTS_NAME, save_token_counts
 
     target = str(folders / "target")
     code, _, err = dry_run(capsys, "--target", target, "--draft", str(folders / "draft"), "--draft-vocab", "64")

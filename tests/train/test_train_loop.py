@@ -13,9 +13,9 @@ from safetensors.torch import save_file
 
 from dspark import Target
 from dspark.config import ConfigError, TrainConfig
+from dspark.model.blocks import build_blocks
 from dspark.model.draft import DSparkDraft
 from dspark.testbed.random_pair import draft_config_for, tiny_target
-from dspark.train.blocks import build_blocks
 from dspark.train.data import Example, write_examples
 from dspark.train.hidden import OfflineHiddenStates, OnlineHiddenStates, VllmHiddenStates, capture_offline
 from dspark.train.trainer import METRICS, TrainingStopped, train
@@ -269,8 +269,8 @@ def test_a_loss_backend_that_fails_falls_back_to_eager(caplog):
 
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")  # eager = the reference
 def test_flex_attention_forward_equals_sdpa_with_a_padded_context_and_cpu_training_uses_sdpa():
-    from dspark.train.blocks import sample_anchors
-    from dspark.train.forward import draft_forward
+    from dspark.model.block_forward import draft_forward
+    from dspark.model.blocks import sample_anchors
     from dspark.train.hidden import get_batch
     from dspark.train.trainer import resolve_attention
 

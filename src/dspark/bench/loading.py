@@ -91,7 +91,7 @@ def load_models(target_path: str | Path, draft_path: str | Path, tokenizer_path:
     target.check_draft(draft.config)
     if draft_vocab:
         from dspark.engine.batch import prepare_pair
-        from dspark.train.token_counts import restrict_by_counts
+        from dspark.formats.token_counts import restrict_by_counts
 
         prepare_pair(target, draft)  # the target's LM head, whose rows the draft vocabulary takes
         restrict_by_counts(draft, draft_path, draft_vocab)

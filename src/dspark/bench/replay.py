@@ -15,10 +15,10 @@ import torch
 from dspark.config import GenerationConfig
 from dspark.engine.draft_step import decode_blocks
 from dspark.engine.stats import GenerationStats
+from dspark.model.block_forward import draft_forward
+from dspark.model.blocks import build_blocks
 from dspark.model.draft import DSparkDraft
 from dspark.model.target import Target
-from dspark.train.blocks import build_blocks
-from dspark.train.forward import draft_forward
 
 
 @torch.inference_mode()

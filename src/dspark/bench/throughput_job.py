@@ -110,7 +110,7 @@ def load_throughput_models(target: str | Path, draft: str | None = None, dflash_
         if drafts[0] is None:
             raise BenchError("--draft-vocab restricts the DSpark draft: give --draft too")
         from dspark.engine.batch import prepare_pair
-        from dspark.train.token_counts import restrict_by_counts
+        from dspark.formats.token_counts import restrict_by_counts
 
         prepare_pair(Target(model, drafts[0].config.target_layer_ids), drafts[0])  # the LM head the rows come from
         restrict_by_counts(drafts[0], draft, draft_vocab)
@@ -256,7 +256,7 @@ def run_throughput_job(request: ThroughputRequest, progress: Callable | None = N
     wanted = max(settings.requests(c) for c in settings.concurrency)
     texts, suite, source = load_prompt_texts(request.prompts, wanted, settings.seed, request.prompt_suite)
     if request.smollm2:
-        from dspark.testbed.smollm2 import smollm2_path
+        from dspark.formats.smollm2 import smollm2_path
 
         request = replace(request, target=str(smollm2_path()), smollm2=False)  # now a plain --target request
     models = load_throughput_models(str(request.target), request.draft, request.dflash_draft, request.assistant,

@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         import torch
 
+        from dspark.cli.serve_default import load_default
         from dspark.serve.app import create_app
         from dspark.serve.model_source import load_served_model
         from dspark.serve.server import serve_forever
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
         hf_logging.disable_progress_bar()  # loading bars would garble stderr, which carries our one-line errors
         served = load_served_model(args.target, args.draft, args.served_model_name, args.device, args.dtype,
-                                   args.draft_vocab)
+                                   args.draft_vocab, default=load_default)
         if str(args.device).startswith("cpu"):  # one engine thread decodes every request
             torch.set_num_threads(args.threads or max(1, os.cpu_count() or 1))
         app = create_app(served, settings)

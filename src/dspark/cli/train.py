@@ -240,8 +240,9 @@ def _token_counts(args) -> int:
     from pathlib import Path
 
     from dspark.formats.native import read_config
+    from dspark.formats.token_counts import TOKEN_COUNTS_NAME, coverage, save_token_counts
     from dspark.train.data import read_examples
-    from dspark.train.token_counts import TOKEN_COUNTS_NAME, count_tokens, coverage, save_token_counts
+    from dspark.train.token_counts import count_tokens
 
     vocab = read_config(args.draft).vocab_size
     counts = sum(count_tokens(read_examples(path), vocab) for path in args.data)

@@ -8,7 +8,8 @@ softmax over the K, widened with zeros to the full vocabulary, so rejection samp
 (`engine/markov_kernel.py`) tiles the K ids instead of the V.
 
 What it does not do: train. `restrict_draft_vocab` gives an inference-only draft; train and save the full one. The
-counts that rank the tokens come from regenerated training data (`dspark.train.token_counts`).
+counts that rank the tokens are saved beside the draft (`dspark.formats.token_counts`), counted over regenerated
+training data (`dspark.train.token_counts`).
 """
 from __future__ import annotations
 

@@ -1,13 +1,15 @@
 """What the server serves: one target (HF model + its tokenizer) and an optional DSpark draft, checked at startup.
 
-`served_model(hf_model, tokenizer, draft, name)` bundles parts that are already loaded (the embedded default, or
-tests); `load_served_model(target_path, draft_path)` loads local folders (no hub access) and falls back to
-`default_model.load_default()` when given neither. Pair mismatches (hidden size, vocabulary, layer ids) fail here,
-once, with the checker's message, instead of on the first request. Nothing here generates or serves HTTP.
+`served_model(hf_model, tokenizer, draft, name)` bundles parts that are already loaded (tests);
+`load_served_model(target_path, draft_path)` loads local folders (no hub access), or, given neither, the pair its
+`default` loader returns (the command line passes the embedded default, `dspark.cli.serve_default.load_default`).
+Pair mismatches (hidden size, vocabulary, layer ids) fail here, once, with the checker's message, instead of on the
+first request. Nothing here generates or serves HTTP.
 """
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -102,11 +104,16 @@ def served_model(hf_model: nn.Module, tokenizer: Any, draft: DSparkDraft | None,
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
+# loads a default pair: (served name, hf_model, tokenizer, draft, draft folder)
+DefaultLoader = Callable[[], tuple[str, nn.Module, Any, DSparkDraft, Path]]
+
 
 def load_served_model(target_path: str | None = None, draft_path: str | None = None, name: str | None = None,
-                      device: str = "cpu", dtype: str = "float32", draft_vocab: int = 0) -> ServedModel:
-    """Load `--target PATH [--draft PATH]` (tokenizer from the target folder), or the embedded default; `draft_vocab`
-    K > 0: the draft scores only the K tokens of the counts beside it (FR-Spec, `dspark train token-counts`)."""
+                      device: str = "cpu", dtype: str = "float32", draft_vocab: int = 0,
+                      default: DefaultLoader | None = None) -> ServedModel:
+    """Load `--target PATH [--draft PATH]` (tokenizer from the target folder), or, given neither, what `default()`
+    loads (after the options are checked); `draft_vocab` K > 0: the draft scores only the K tokens of the counts
+    beside it (FR-Spec, `dspark train token-counts`)."""
     if dtype not in DTYPES:
         raise ServeSetupError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)}")
     if draft_vocab < 0:
@@ -114,9 +121,9 @@ def load_served_model(target_path: str | None = None, draft_path: str | None = N
     if target_path is None:
         if draft_path is not None:
             raise ServeSetupError("--draft needs --target: a draft is built for one target model")
-        from dspark.serve.default_model import load_default
-
-        default_name, hf_model, tokenizer, draft, draft_folder = load_default()
+        if default is None:
+            raise ServeSetupError("no model to serve: pass --target (and --draft)")
+        default_name, hf_model, tokenizer, draft, draft_folder = default()
         hf_model.to(device=device, dtype=DTYPES[dtype])
         draft.to(device=device, dtype=DTYPES[dtype])
         served = served_model(hf_model, tokenizer, draft, name or default_name)
@@ -147,7 +154,7 @@ def _restricted(served: ServedModel, draft_folder: str | Path | None, draft_voca
     """The served draft scoring only its K most frequent tokens (its LM head is tied by now); K = 0: unchanged."""
     if not draft_vocab or served.draft is None:
         return served
-    from dspark.train.token_counts import restrict_by_counts
+    from dspark.formats.token_counts import restrict_by_counts
 
     restrict_by_counts(served.draft, draft_folder, draft_vocab)
     return served

@@ -26,9 +26,9 @@ import torch.distributed as dist
 from torch import nn
 
 from dspark.config import ConfigError, TrainConfig
+from dspark.model.block_forward import draft_forward, teacher_logits
+from dspark.model.blocks import build_blocks, sample_anchors
 from dspark.model.draft import DSparkDraft
-from dspark.train.blocks import build_blocks, sample_anchors
-from dspark.train.forward import draft_forward, teacher_logits
 from dspark.train.hidden import HiddenStateSource, get_batch
 from dspark.train.loss import LossWeights, dspark_loss, slot_terms_fn
 from dspark.train.order import DataOrder
@@ -92,8 +92,8 @@ def resolve_attention(choice: str, device: torch.device) -> str:
 
 @functools.cache
 def _flex_runs(device: torch.device) -> bool:
+    from dspark.model.blocks import flex_block_mask
     from dspark.model.draft import flex_attention_fn
-    from dspark.train.blocks import flex_block_mask
 
     try:
         q = torch.randn(1, 4, 256, 64, device=device, dtype=torch.bfloat16, requires_grad=True)

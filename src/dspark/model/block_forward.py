@@ -1,4 +1,5 @@
-"""The training forward of the draft over many anchor blocks at once, and the aligned teacher logits.
+"""The draft's forward over many anchor blocks at once (training, and the exact replay of greedy rounds in
+`dspark.bench.replay`), and the aligned teacher logits.
 
 Given the target's concatenated features for a whole sequence and the blocks built by `blocks.build_blocks`, run
 every block in one pass (each sees the context before its anchor and itself) and return base logits + the
@@ -12,8 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from dspark.model.blocks import Blocks, flex_block_mask, sdpa_mask
 from dspark.model.draft import DSparkDraft
-from dspark.train.blocks import Blocks, flex_block_mask, sdpa_mask
 
 FLEX_PAD = 128  # flex pads the context to a multiple of this, so a run compiles a handful of shapes, not one per length
 

@@ -1,4 +1,6 @@
-"""Training blocks: anchor sampling, block inputs, labels, positions, the block attention mask and validity mask.
+"""Anchor blocks over one sequence: anchor sampling, block inputs, labels, positions, the block attention mask and
+validity mask. Training drafts from sampled anchors (`dspark.train.trainer`); the exact replay of greedy verify
+rounds drafts from every position (`dspark.bench.replay`).
 
 A valid anchor p has loss_mask[p] = loss_mask[p+1] = 1 (p ≤ S−2). Block j is [x_p, MASK × (γ−1)] at positions
 p … p+γ−1; slot k is supervised with x_{p+k+1} ("sample from anchor") while the cumulative-product eval mask holds.

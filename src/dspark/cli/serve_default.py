@@ -1,21 +1,24 @@
 """The model `dspark serve` runs when given no model arguments: the one place that knows what the default is.
 
 The default is SmolLM2-135M-Instruct with the DSpark draft shipped in the package (`dspark.assets.SMOLLM2_DRAFT`,
-or `$DSPARK_SMOLLM2_DRAFT`), when the packages SmolLM2 loads from are installed (`dspark.testbed.smollm2`) and the
+or `$DSPARK_SMOLLM2_DRAFT`), when the packages SmolLM2 loads from are installed (`dspark.formats.smollm2`) and the
 draft folder is there. Otherwise it is the testbed pair (the small Qwen3 trained on the Python standard library and
 its DSpark draft, cached; a fresh machine trains them first, about 3 minutes on 2 cores), and one warning on the
-`dspark.serve` logger says why. `--target/--draft` serve anything else.
+`dspark.serve` logger says why. `--target/--draft` serve anything else. The choice lives in the command line because
+it spans layers the server may not import (the testbed); `dspark.serve.model_source.load_served_model` gets
+`load_default` as its `default` and loads nothing else by itself.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from torch import nn
+if TYPE_CHECKING:
+    from torch import nn
 
-from dspark.model.draft import DSparkDraft
+    from dspark.model.draft import DSparkDraft
 
 SMOLLM2_MODEL_NAME = "SmolLM2-135M-Instruct"
 TESTBED_MODEL_NAME = "dspark-testbed-stdlib"
@@ -32,7 +35,7 @@ class DefaultChoice:
 def choose_default() -> DefaultChoice:
     """Which default `load_default` will load, decided from what is installed (nothing is loaded)."""
     from dspark.assets import MissingAsset, smollm2_draft
-    from dspark.testbed import smollm2
+    from dspark.formats import smollm2
 
     missing = smollm2.missing_packages()
     if missing:
@@ -47,13 +50,13 @@ def choose_default() -> DefaultChoice:
 
 def load_default() -> tuple[str, nn.Module, Any, DSparkDraft, Path]:
     """(name, hf_model, tokenizer, draft, draft folder) of the default; the draft is tied to the target by
-    `model_source`."""
+    `dspark.serve.model_source`."""
     from dspark.formats.native import load_draft
 
     choice = choose_default()
     if choice.fallback_reason is None:
         from dspark.assets import smollm2_draft
-        from dspark.testbed.smollm2 import load_smollm2
+        from dspark.formats.smollm2 import load_smollm2
 
         model, tokenizer = load_smollm2()
         return choice.name, model, tokenizer, load_draft(smollm2_draft()), Path(smollm2_draft())
