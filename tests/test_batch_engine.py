@@ -108,8 +108,8 @@ def counted_engine(max_batch: int, pad: bool = False) -> tuple[BatchEngine, list
     engine = BatchEngine(Target(model, draft.config.target_layer_ids), draft, max_batch=max_batch, max_length=96,
                          pad_to_buckets=pad)
     calls: list[int] = []
-    propose = engine._propose
-    engine._propose = lambda b, window: (calls.append(b), propose(b, window))
+    propose = engine.propose
+    engine.propose = lambda b, window: (calls.append(b), propose(b, window))
     return engine, calls
 
 
@@ -194,7 +194,7 @@ def test_padded_batches_round_up_to_the_next_power_of_two_up_to_max_batch():
     engine = BatchEngine(Target(model, draft.config.target_layer_ids), draft, max_batch=256, max_length=16,
                          pad_to_buckets=True)
     assert engine.buckets == (1, 2, 4, 8, 16, 32, 64, 128, 256)
-    assert [engine._width_rows(n) for n in (1, 3, 64, 65, 128, 129, 256)] == [1, 4, 64, 128, 128, 256, 256]
+    assert [engine.width_rows(n) for n in (1, 3, 64, 65, 128, 129, 256)] == [1, 4, 64, 128, 128, 256, 256]
     odd = BatchEngine(Target(model, draft.config.target_layer_ids), draft, max_batch=100, max_length=16,
                       pad_to_buckets=True)
     assert odd.buckets == (1, 2, 4, 8, 16, 32, 64, 100)

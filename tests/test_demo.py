@@ -55,7 +55,7 @@ def test_suite_run_counts_rounds_tokens_and_acceptance_and_is_lossless(pair):
     assert run.new_tokens == sum(map(len, plain)) and run.decode_tokens == run.new_tokens - 2
     assert sum(run.stats.acceptance_lengths) == run.decode_tokens  # every token after the first: one per τ unit
     assert run.stats.mean_acceptance_length > 1.5  # the successor draft's acceptance is real
-    assert run.block_size == 4 and len(run.to_dict()["per_position"]) == 4
+    assert run.max_drafts == 4 and len(run.to_dict()["per_position"]) == 4
     assert run.speedup == pytest.approx(run.plain_decode_seconds / run.speculative_decode_seconds)
     assert run.to_dict()["lossless"] is True
 

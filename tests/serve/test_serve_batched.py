@@ -44,14 +44,14 @@ def test_concurrent_greedy_requests_share_rounds_and_equal_decoding_each_alone_a
         scheduler = app.state.pool
         assert isinstance(scheduler, BatchScheduler)
         engine, gate, widths = scheduler.engine, threading.Event(), []
-        admit, verify = engine._admit, engine._verify
+        admit, verify = engine.admit, engine.verify
 
         def gated_admit(*args):  # the first admission waits until every other request is queued
             gate.wait(30)
             return admit(*args)
 
-        engine._admit = gated_admit
-        engine._verify = lambda b, t, window: (widths.append(b), verify(b, t, window))[1]
+        engine.admit = gated_admit
+        engine.verify = lambda b, t, window: (widths.append(b), verify(b, t, window))[1]
         api = client(url)
 
         def ask(request):

@@ -3,7 +3,7 @@
 For every (temperature, suite) it generates each prompt with the lossless engine and pools the per-round acceptance
 into one `AcceptanceRow` (mean τ, per-position conditional acceptance, τ histogram, each prompt's draft rounds and
 accepted drafts). Prompts whose length plus max_new_tokens do not fit the model's positions are skipped and counted.
-`batch` 1 runs the prompts one at a time through the batch-1 engine (the suite's prompt i samples with seed + i);
+`batch` 1 runs the prompts one at a time (`dspark.generate`; the suite's prompt i samples with seed + i);
 `batch` N > 1 decodes up to N at a time through a `BatchEngine` built per suite (static caches for N rows × the suite's
 longest prompt + output, fewer rows when that passes BATCH_POSITIONS; continuous batching; CUDA graphs for greedy
 rounds on a GPU; one sampling stream per suite, seeded with `seed`): the same rounds at T = 0 up to numerics (identical
@@ -31,7 +31,7 @@ class AcceptanceSettings:
     top_k: int = 0
     max_drafts: int | None = None  # drafts verified per round at most (None: the draft's whole block)
     confidence_threshold: float = 0.0  # 0: no confidence scheduling (the paper's Table 1 setting)
-    batch: int = 1  # sequences decoded at once (1: the batch-1 engine, prompt by prompt)
+    batch: int = 1  # sequences decoded at once (1: prompt by prompt, each with its own seed)
     tree_nodes: int = 0  # > 0: the batched engine verifies a tree of this many drafts per round
     tree_beam: int = 4  # the tree's nodes kept per depth
     tree_score_temperature: float = 1.0  # the tree's node scores: log-softmax(logits / this) (TreeShape)
@@ -113,7 +113,7 @@ Run = Callable[[list[tuple[int, list[int]]], Callable[[int], Any], Callable[[], 
 
 
 def _one_at_a_time(target: Any, draft: Any) -> Run:
-    """Each prompt through the batch-1 engine with `config(its index)`; the seconds are the generations' own."""
+    """Each prompt alone (`dspark.generate`) with `config(its index)`; the seconds are the generations' own."""
     from dspark.engine.generate import generate
 
     def run(prompts, config, done):

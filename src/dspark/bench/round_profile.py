@@ -65,9 +65,9 @@ def profile_engine_rounds(engine: Any, prompts: Sequence[Sequence[int]], config:
     proposes: list[float] = []
     verifies: list[float] = []
     prefills: list[float] = []
-    engine._propose = _timed(type(engine)._propose.__get__(engine), proposes, sync)
-    engine._verify = _timed(type(engine)._verify.__get__(engine), verifies, sync)
-    engine._admit = _timed(type(engine)._admit.__get__(engine), prefills, sync)
+    engine.propose = _timed(type(engine).propose.__get__(engine), proposes, sync)
+    engine.verify = _timed(type(engine).verify.__get__(engine), verifies, sync)
+    engine.admit = _timed(type(engine).admit.__get__(engine), prefills, sync)
     try:
         sync()
         began = time.perf_counter()
@@ -75,7 +75,7 @@ def profile_engine_rounds(engine: Any, prompts: Sequence[Sequence[int]], config:
         sync()
         seconds = time.perf_counter() - began
     finally:
-        del engine._propose, engine._verify, engine._admit  # back to the class's methods
+        del engine.propose, engine.verify, engine.admit  # back to the class's methods
     rounds = max(1, len(verifies))
     host = seconds - sum(prefills) - sum(proposes) - sum(verifies)
     return RoundProfile(len(verifies), sum(len(r.tokens) for r in results), seconds, 1000 * sum(prefills),

@@ -55,7 +55,7 @@ def _table(runs: list, max_new_tokens: int, schedule: str):
 
     from dspark.demo import MODEL_NAME, SUITES
 
-    block = runs[0].block_size if runs else 0
+    block = runs[0].max_drafts if runs else 0
     scheduled = "Algorithm 1" if schedule == "algorithm1" else "whole blocks"
     table = Table(title=f"{MODEL_NAME} + DSpark draft: block {block} ({scheduled}), T=0, CPU fp32, "
                         f"≤{max_new_tokens} new tokens",

@@ -1,7 +1,6 @@
-"""Acceptance for a batch of verified blocks with ragged lengths, all on device (no host sync).
+"""Acceptance for a batch of verified blocks, each row with its own verified length, all on device (no host sync).
 
-The batched twin of `verify.py`'s rules, vectorised over rows: row b verified [anchor, d_0 … d_{T−2}] but only its
-first L_b drafts count (the scheduler's cut; later ones are never accepted). Greedy: accept while the draft equals
+Row b verified [anchor, d_0 … d_{T−2}] but only its first L_b drafts count (the scheduler's cut; later ones are never accepted). Greedy: accept while the draft equals
 the target's argmax. Sampling: accept d_k with probability min(1, p(d_k)/q(d_k)); at the first rejection draw from
 norm(max(0, p − q)) (p itself when no mass is left); after L_b accepted drafts draw the bonus from p.
 """

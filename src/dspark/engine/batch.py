@@ -98,23 +98,23 @@ class BatchEngine:
             self.graphs = RoundGraphs(self.round)
 
     # --- the steps, graphed or eager -----------------------------------------------------------------------------
-    def _width_rows(self, n: int) -> int:
+    def width_rows(self, n: int) -> int:
         return next(b for b in self.buckets if b >= n) if self.pad_to_buckets else n
 
-    def _window(self, furthest: int) -> int:
+    def window(self, furthest: int) -> int:
         """Attention window covering positions < furthest: a power of two from 256 (few graph shapes), capped."""
         window = 256
         while window < furthest:
             window *= 2
         return min(window, self.backend.max_length)
 
-    def _propose(self, b: int, window: int) -> None:
+    def propose(self, b: int, window: int) -> None:
         if self.graphs is not None and self.graphs.supports(self.round.config):
             self.graphs.propose(b, window)
         else:
             self.round.propose(b, window)
 
-    def _verify(self, b: int, t: int, window: int) -> None:
+    def verify(self, b: int, t: int, window: int) -> None:
         if self.graphs is not None and self.graphs.supports(self.round.config):
             self.graphs.verify(b, t, window)
         else:
@@ -126,7 +126,7 @@ class BatchEngine:
         else the exact shape, eagerly (a long prefill amortises its launches)."""
         if self.graphs is None or not self.graphs.supports(self.round.config):
             return k, longest, False
-        rows, width = self._width_rows(k), 64
+        rows, width = self.width_rows(k), 64
         while width < longest:
             width *= 2
         width = min(width, self.backend.max_length)
@@ -134,7 +134,7 @@ class BatchEngine:
             return k, longest, False
         return rows, width, True
 
-    def _admit(self, slots: list[int], prompts: list[list[int]], budgets: list[int]) -> list[int]:
+    def admit(self, slots: list[int], prompts: list[list[int]], budgets: list[int]) -> list[int]:
         """Prefill prompts into rows `slots` together, each with its own token budget (new tokens, the first
         included); returns each one's first new token (one sync)."""
         rows, width, graphed = self._prefill_shape(len(slots), max(len(p) for p in prompts))
@@ -213,9 +213,9 @@ class BatchEngine:
         `context` positions (default: the whole cache), and the graphed prefill shapes up to that window, so no
         capture lands inside a timed run. Returns how many shapes it ran."""
         self._end_session()
-        rows = [b for b in self.buckets if b <= self._width_rows(max_batch or self.max_batch)]
-        top = self._window(context if context is not None else self.backend.max_length)
-        windows = sorted({self._window(w) for w in (256 * 2**k for k in range(32)) if w < top} | {top})
+        rows = [b for b in self.buckets if b <= self.width_rows(max_batch or self.max_batch)]
+        top = self.window(context if context is not None else self.backend.max_length)
+        windows = sorted({self.window(w) for w in (256 * 2**k for k in range(32)) if w < top} | {top})
         self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.backend.device))
         if self.draft is None:
             rules = ()  # no propose step
@@ -228,12 +228,12 @@ class BatchEngine:
             for window in windows:
                 for rule in rules:
                     self.round.rule = rule  # what the step computes, not its values: those are read from buffers
-                    self._propose(b, window)
+                    self.propose(b, window)
                     shapes += 1
                 self.round.rule = "none"
                 tree = self.round.uses_tree(b)
                 for t in (1, self.round.verify_span) if tree else range(1, self.round.gamma_max + 2):
-                    self._verify(b, t, window)
+                    self.verify(b, t, window)
                     shapes += 1
         if self.graphs is not None:  # prefill shapes: entries × widths 64, 128, … (as _prefill_shape picks them)
             for b in rows:
@@ -263,16 +263,16 @@ class BatchEngine:
         never costs less; a timing dip must not stop Algorithm 1 early). Greedy; runs on idle rows."""
         self._end_session()
         widths = list(widths) if widths is not None else list(range(1, self.round.gamma_max + 2))
-        b = self._width_rows(batch)
-        window = self._window(context if context is not None else self.backend.max_length)
+        b = self.width_rows(batch)
+        window = self.window(context if context is not None else self.backend.max_length)
         self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.backend.device))
         synchronize = torch.cuda.synchronize if self.backend.device.type == "cuda" else (lambda: None)
 
         def one_round(t: int) -> None:
             if self.draft is not None:
-                self._propose(b, window)
+                self.propose(b, window)
             self.round.lengths[:b] = t - 1  # every row verifies t − 1 drafts
-            self._verify(b, t, window)
+            self.verify(b, t, window)
 
         latency, slowest = {}, 0.0
         for t in sorted(widths):

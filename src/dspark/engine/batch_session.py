@@ -15,15 +15,32 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 
 from dspark.config import GenerationConfig
+from dspark.engine.batch_round import BatchRound
 from dspark.engine.stats import GenerationResult, StatsRecorder
 
-if TYPE_CHECKING:
-    from dspark.engine.batch import BatchEngine
+
+class RoundSteps(Protocol):
+    """What a session drives: the engine's steps (`BatchEngine` is one) and its round's device buffers."""
+
+    round: BatchRound
+    max_batch: int
+
+    def check_request(self, label: object, prompt: Sequence[int], max_new_tokens: int, gamma: int) -> None: ...
+
+    def admit(self, slots: list[int], prompts: list[list[int]], budgets: list[int]) -> list[int]: ...
+
+    def width_rows(self, n: int) -> int: ...
+
+    def window(self, furthest: int) -> int: ...
+
+    def propose(self, b: int, window: int) -> None: ...
+
+    def verify(self, b: int, t: int, window: int) -> None: ...
 
 
 class Update(NamedTuple):
@@ -74,7 +91,7 @@ class _Request:
 class BatchSession:
     """Requests decoded together with one GenerationConfig's sampling settings; see the module docstring."""
 
-    def __init__(self, engine: BatchEngine, config: GenerationConfig, gamma: int, generator: torch.Generator):
+    def __init__(self, engine: RoundSteps, config: GenerationConfig, gamma: int, generator: torch.Generator):
         self.engine, self.config, self.gamma, self.generator = engine, config, gamma, generator
         self._requests: dict[Hashable, _Request] = {}
         self._queue: deque[_Request] = deque()
@@ -182,7 +199,7 @@ class BatchSession:
             batch = [self._queue.popleft() for _ in range(min(len(free), len(self._queue)))]
             for request in batch:
                 request.began = time.perf_counter()
-            firsts = engine._admit(free[: len(batch)], [r.prompt for r in batch], [r.max_new_tokens for r in batch])
+            firsts = engine.admit(free[: len(batch)], [r.prompt for r in batch], [r.max_new_tokens for r in batch])
             self._ahead = None  # new rows have no drafts yet
             for slot, request, first in zip(free, batch, firsts):
                 request.emit([first])
@@ -204,22 +221,22 @@ class BatchSession:
         1 the shared width may still count a row that just ended: lossless either way). It is not drafted ahead
         while requests wait and most recent rounds ended one (the admission would discard it)."""
         engine, rows = self.engine, self._slots[:n]
-        b = engine._width_rows(n)
+        b = engine.width_rows(n)
         anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in rows)  # the furthest anchor
-        window = engine._window(anchor_at + max(engine.round.verify_span, engine.round.block_size))
+        window = engine.window(anchor_at + max(engine.round.verify_span, engine.round.block_size))
         if self.gamma and self._ahead != (b, window):
-            engine._propose(b, window)  # drafts, and how many of them each row verifies
+            engine.propose(b, window)  # drafts, and how many of them each row verifies
         if engine.round.rule != "none":
             t = int(engine.round.width)  # the scheduled width (one small extra sync)
         else:
             t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in rows) - 1) + 1
             if t > 1 and engine.round.uses_tree(b):
                 t = engine.round.verify_span  # the whole tree (a row accepts at most its budget)
-        engine._verify(b, t, window)
+        engine.verify(b, t, window)
         read = engine.round.packed_reader(n, t)
         self._ahead = None
         if self.gamma and not (self._queue and self._ending >= 0.5):
-            engine._propose(b, window)  # the next round's block, at this window (the next one's usual value)
+            engine.propose(b, window)  # the next round's block, at this window (the next one's usual value)
             self._ahead = (b, window)
         packed = read()  # the round's one sync: it waits for verify, not for the block drafted after it
         ended = False

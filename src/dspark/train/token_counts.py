@@ -8,8 +8,6 @@ from collections.abc import Iterable
 
 import torch
 
-# dspark.demo still imports these two from here; new code imports them from dspark.formats.token_counts
-from dspark.formats.token_counts import TOKEN_COUNTS_NAME, restrict_by_counts  # noqa: F401
 from dspark.train.data import Example
 
 
