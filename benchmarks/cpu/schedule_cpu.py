@@ -12,10 +12,10 @@ import json
 
 import torch
 
-from dspark.bench.round_profile import round_cost_table
 from dspark.bench.runinfo import device_name, git_commit
 from dspark.config import GenerationConfig
 from dspark.demo import timed_generate
+from dspark.engine.batch import engine_for
 from dspark.files import write_json
 from warm_demo import demo_parser, warm_demo
 
@@ -25,7 +25,8 @@ def main() -> None:
     parser.add_argument("--thresholds", default="0.3,0.5")
     args = parser.parse_args()
     setup, base, first = warm_demo(args.prompts, args.max_new_tokens, args.threads)
-    cost = round_cost_table(setup.target, setup.draft, context_tokens=len(first), repeat=7)
+    engine = engine_for(setup.target, setup.draft, [first], args.max_new_tokens, max_batch=1)  # a one-row engine
+    cost = engine.measure_step_costs(1, repeats=7, context=len(first))  # whole rounds by verify width
     print("round cost (draft + verify) by verify width:",
           ", ".join(f"{w}: {ms:.1f} ms" for w, ms in cost.latency_ms().items()))
     methods = {"plain": (None, base, None), "dspark": (setup.draft, base, None)}

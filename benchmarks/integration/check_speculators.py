@@ -63,7 +63,7 @@ def _our_outputs(folder: Path, target, input_ids, loss_mask, anchors):
     if draft.embed_tokens is None:
         draft.tie_embeddings(wrapped.embed_tokens, wrapped.lm_head)
     with torch.no_grad():
-        features = wrapped.forward(input_ids, use_cache=False).features
+        features = wrapped.forward(input_ids).features
         keep = torch.ones_like(anchors, dtype=torch.bool)[None]
         blocks = build_blocks(input_ids, loss_mask, anchors[None], keep, draft.config.block_size,
                               draft.config.mask_token_id)

@@ -71,7 +71,7 @@ def _fit(draft, target, sequences: torch.Tensor, prompt_len: int, steps: int, se
     mask = torch.zeros_like(sequences)
     mask[:, prompt_len:] = 1
     with torch.no_grad():
-        out = target.forward(sequences, use_cache=False)
+        out = target.forward(sequences)
     features, last_hidden = out.features.clone(), out.last_hidden.clone()
     params = [p for p in draft.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=3e-3)

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from dspark import Target  # noqa: E402
-from dspark.engine.generate import prepare_pair  # noqa: E402
+from dspark.engine.batch import prepare_pair  # noqa: E402
 from dspark.formats.native import load_draft  # noqa: E402
 from dspark.model.block_forward import draft_forward  # noqa: E402
 from dspark.model.blocks import build_blocks  # noqa: E402
@@ -36,7 +36,7 @@ def slot_hits(model, draft, sequence: torch.Tensor, prompt_len: int) -> dict[str
     target = Target(model, draft.config.target_layer_ids)
     prepare_pair(target, draft)
     cfg = draft.config
-    features = target.forward(sequence, use_cache=False).features  # [1, S, m·d]
+    features = target.forward(sequence).features  # [1, S, m·d]
     anchors = torch.arange(prompt_len, sequence.shape[1] - 1)[None]  # [1, N]
     mask = torch.zeros_like(sequence)
     mask[:, prompt_len:] = 1

@@ -56,7 +56,7 @@ def forward(target, method: str, ids):
     import torch
 
     if method == "hooks":
-        return target.forward(ids, use_cache=False, logits_to_keep=1).features
+        return target.forward(ids, logits_to_keep=1).features
     with torch.inference_mode():  # the pre-c239f61 capture, kept here as the baseline
         hidden = target.model(input_ids=ids, use_cache=False, output_hidden_states=True, logits_to_keep=1).hidden_states
         return torch.cat([hidden[i + 1] for i in target.layer_ids], dim=-1)

@@ -1,9 +1,10 @@
 """Where the time goes in the eager (no CUDA graphs) engine on one GPU, for SmolLM2-135M's shape.
 
 Random weights with SmolLM2-135M's exact shape: step latencies do not depend on the weights, acceptance does (it is
-not measured here). Measures, in one run: transformers `generate` (dynamic cache), our plain decoding through the
-speculative loop (block_size 0), the target's verify latency for widths 1…8 after a 512-token context (the step-cost
-table confidence scheduling needs), and one draft step (2 layers, block 7, Markov rank 32). Table + one JSON line.
+not measured here). Measures, in one run: transformers `generate` (dynamic cache), our plain decoding (`generate`
+with max_drafts 0), a one-row eager engine's round latency (draft block + verify) for verify widths 1…8 after a
+512-token context (`measure_step_costs`: the step-cost table confidence scheduling needs), and its draft step (2
+layers, block 7, Markov rank 32: propose per round of a generation, `profile_engine_rounds`). Table + one JSON line.
 
     python benchmarks/speed/profile_eager.py
 """
@@ -19,7 +20,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
 
 from dspark import GenerationConfig, Target, generate  # noqa: E402
-from dspark.engine.draft_step import DraftContextCache, propose  # noqa: E402
+from dspark.bench.round_profile import profile_engine_rounds  # noqa: E402
+from dspark.engine.batch import engine_for  # noqa: E402
 from dspark.model.draft import DSparkDraft  # noqa: E402
 from dspark.train.recipe import draft_config_from_target  # noqa: E402
 
@@ -66,33 +68,19 @@ def main() -> None:
 
     hf()
     results["hf_generate_dynamic_tok_s"] = new / timed(hf, 3, device)
-    plain = GenerationConfig(max_new_tokens=new, max_drafts=0)
+    plain = GenerationConfig(max_new_tokens=new, max_drafts=0, eos_token_ids=())
     generate(target, None, prompt[0].tolist(), plain)
     results["dspark_plain_tok_s"] = new / timed(lambda: generate(target, None, prompt[0].tolist(), plain), 3, device)
-    verify_ms = {}
-    for width in range(1, 9):
-        block = torch.randint(17, shape["vocab_size"], (1, width), device=device)
-
-        def verify():
-            target.crop(512)
-            target.forward(block)
-
-        target.reset()
-        target.forward(prompt)
-        verify()
-        verify_ms[width] = 1000 * timed(verify, 10, device)
-    results["target_verify_ms_by_width"] = verify_ms
-    cache = DraftContextCache(draft)
-    target.reset()
-    cache.extend(target.forward(prompt).features)
-    step = lambda: propose(draft, cache, 5, GenerationConfig(), None)  # noqa: E731
-    step()
-    results["draft_step_ms"] = 1000 * timed(step, 10, device)
+    engine = engine_for(target, draft, [prompt[0].tolist()], new, max_batch=1, cuda_graphs=False)
+    round_ms = engine.measure_step_costs(1, range(1, 9), repeats=10, context=512).latency_ms()
+    results["round_ms_by_width"] = round_ms
+    speculative = GenerationConfig(max_new_tokens=new, eos_token_ids=())
+    results["draft_step_ms"] = profile_engine_rounds(engine, [prompt[0].tolist()], speculative).propose_ms
     print(f"{'what':42s} value")
     print(f"{'transformers generate (dynamic cache)':42s} {results['hf_generate_dynamic_tok_s']:.1f} tok/s")
-    print(f"{'dspark plain decoding (block_size 0)':42s} {results['dspark_plain_tok_s']:.1f} tok/s")
-    for width, ms in verify_ms.items():
-        print(f"{'target verify, width ' + str(width):42s} {ms:.2f} ms")
+    print(f"{'dspark plain decoding (max_drafts 0)':42s} {results['dspark_plain_tok_s']:.1f} tok/s")
+    for width, ms in round_ms.items():
+        print(f"{'round (draft block + verify), width ' + str(width):42s} {ms:.2f} ms")
     print(f"{'draft step (2 layers, block 7, Markov 32)':42s} {results['draft_step_ms']:.2f} ms")
     print(json.dumps(results))
 

@@ -80,9 +80,9 @@ class Stamps:
 
 def instrumented(engine: BatchEngine, prompts: list[list[int]], config: GenerationConfig) -> dict[str, float]:
     stamps = Stamps(engine.backend.device.type == "cuda")
-    engine._propose = stamps.wrap("propose", type(engine)._propose.__get__(engine))
-    engine._verify = stamps.wrap("verify", type(engine)._verify.__get__(engine))
-    engine._admit = stamps.wrap("admit", type(engine)._admit.__get__(engine))
+    engine.propose = stamps.wrap("propose", type(engine).propose.__get__(engine))
+    engine.verify = stamps.wrap("verify", type(engine).verify.__get__(engine))
+    engine.admit = stamps.wrap("admit", type(engine).admit.__get__(engine))
     reader = type(engine.round).packed_reader.__get__(engine.round)
 
     def packed_reader(n: int, t: int) -> Any:
@@ -101,7 +101,7 @@ def instrumented(engine: BatchEngine, prompts: list[list[int]], config: Generati
         results = engine.generate(prompts, config)
         wall = time.perf_counter() - began
     finally:
-        del engine._propose, engine._verify, engine._admit, engine.round.packed_reader
+        del engine.propose, engine.verify, engine.admit, engine.round.packed_reader
     device = stamps.device_ms()
     rounds = sum(1 for name, *_ in device if name == "verify")
     busy: dict[str, float] = {}
@@ -189,7 +189,7 @@ def main() -> None:
     for name, draft_model in methods:
         t = Target(models.model, models.draft.config.target_layer_ids)
         if draft_model is not None:
-            from dspark.engine.generate import prepare_pair
+            from dspark.engine.batch import prepare_pair
 
             prepare_pair(t, draft_model)
             restrict_draft_vocab(draft_model, ids if "vocab" in name else None)

@@ -9,9 +9,9 @@ Sections, in order, each in try/except (an error is recorded and the run goes on
   matrix   `dspark bench throughput`'s matrix: plain / DSpark (none, threshold, algorithm1) / DFlash mode on our
            engine, transformers generate (dynamic, static + compile), prompt lookup, assisted generation and z-lab's
            dflash_generate, at concurrency 1/4/16/64; the step-cost table for algorithm1 is measured once inside it
-  profile  batch 1: time per round split into propose / verify / host for the eager batch-1 loop and for the batched
-           engine eager vs CUDA graphs (DSpark also under the threshold and Algorithm 1: what a scheduled round
-           adds); target verify latency by width; one draft step
+  profile  batch 1: time per round split into propose / verify / host for the engine eager vs CUDA graphs (DSpark
+           also under the threshold and Algorithm 1: what a scheduled round adds); DSpark's round cost (draft block +
+           verify) by verify width
   report   $OUT: throughput.json, report.md (+ goals and profile), PNG plots, summary.json (at most 6 files)
 Prints the table, the goals, and ends with one JSON line.
 
@@ -38,10 +38,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 
 from dspark.bench import throughput_job as job  # noqa: E402
-from dspark.bench.our_engine import OurEngine, resolve_kind  # noqa: E402
+from dspark.bench.our_engine import OurEngine  # noqa: E402
 from dspark.bench.results import SuiteRecord, save_result  # noqa: E402
-from dspark.bench.round_profile import (draft_step_ms, profile_engine_rounds, profile_rounds,  # noqa: E402
-                                        verify_latency_ms)
+from dspark.bench.round_profile import profile_engine_rounds  # noqa: E402
 from dspark.bench.throughput import ThroughputSettings  # noqa: E402
 from dspark.cli.bench_throughput import print_throughput, progress_line  # noqa: E402
 from dspark.config import GenerationConfig  # noqa: E402
@@ -185,7 +184,7 @@ def setup(args: argparse.Namespace, state: dict) -> None:
     state.update(models=models, prompts=prompts, suite=suite, skipped=skipped, target=target, draft=draft,
                  dflash=dflash, assistant=assistant, device=device)
     log(f"setup: {device}, target {target}, {len(prompts)} prompts ({suite.source}; {skipped} too long), "
-        f"engine {resolve_kind(args.engine)}, prompt lengths {min(map(len, prompts))}…{max(map(len, prompts))}")
+        f"prompt lengths {min(map(len, prompts))}…{max(map(len, prompts))}")
 
 
 # --- sections -------------------------------------------------------------------------------------------------------
@@ -194,7 +193,7 @@ def graphs_check(state: dict) -> str:
 
     models = state["models"]
     engine = OurEngine(Target(models.model, models.draft.config.target_layer_ids), models.draft,
-                       max(map(len, state["prompts"][:2])) + 64, "batch").engine(2)
+                       max(map(len, state["prompts"][:2])) + 64).engine(2)
     check_graphs(engine, state["prompts"][:2], GenerationConfig(max_new_tokens=32, eos_token_ids=models.eos_token_ids))
     return "graphed and eager runs give the same tokens and acceptance"
 
@@ -202,7 +201,7 @@ def graphs_check(state: dict) -> str:
 def matrix(args: argparse.Namespace, state: dict, sections: Sections) -> Any:
     settings = replace(state["settings"], deadline_s=max(1.0, sections.left() - args.reserve))
     request = job.ThroughputRequest(state["target"], False, state["draft"], state["dflash"], state["assistant"],
-                                    prompts="code", settings=settings, engine=args.engine, command=state["command"],
+                                    prompts="code", settings=settings, command=state["command"],
                                     methods=tuple(args.methods.split(",")) if args.methods else None,
                                     draft_vocab=args.draft_vocab, tree_nodes=args.tree_nodes,
                                     tree_beam=args.tree_beam, tree_max_rows=args.tree_max_rows,
@@ -214,7 +213,7 @@ def matrix(args: argparse.Namespace, state: dict, sections: Sections) -> Any:
 
 
 def profile(args: argparse.Namespace, state: dict) -> dict:
-    """Batch 1, the first prompt: per-round split, verify latency by width, a draft step; each part on its own."""
+    """Batch 1, the first prompt: per-round split, DSpark's round cost by verify width; each part on its own."""
     models, prompt = state["models"], state["prompts"][0]
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, eos_token_ids=models.eos_token_ids)
     drafts = {"plain": None, "dspark": models.draft, "dflash": models.dflash_draft}
@@ -227,36 +226,29 @@ def profile(args: argparse.Namespace, state: dict) -> dict:
         except Exception as err:  # noqa: BLE001
             out["errors"][name] = f"{type(err).__name__}: {err}"[:400]
 
-    for name, draft in drafts.items():
-        if name == "plain" or draft is not None:
-            target = Target(models.model, draft.config.target_layer_ids if draft is not None else layer_ids)
-            part(f"eager_loop/{name}", lambda t=target, d=draft: profile_rounds(t, d, prompt, config).as_dict())
-    target = Target(models.model, layer_ids)
     gamma = models.drafts_per_round
-    part("verify_ms_by_width", lambda: verify_latency_ms(target, range(1, gamma + 3), len(prompt)))
-    if models.draft is not None:
-        part("draft_step_ms", lambda: draft_step_ms(Target(models.model, models.draft.config.target_layer_ids),
-                                                    models.draft, len(prompt)))
-    if resolve_kind(args.engine) == "batch":
-        for graphs in ((False, True) if state["device"] == "cuda" else (False,)):
-            for name, draft in drafts.items():
-                if name != "plain" and draft is None:
-                    continue
-                ids = draft.config.target_layer_ids if draft is not None else layer_ids
-                engine = OurEngine(Target(models.model, ids), draft, len(prompt) + args.max_new_tokens + gamma + 2,
-                                   "batch", graphs)
+    for graphs in ((False, True) if state["device"] == "cuda" else (False,)):
+        mode = "graphs" if graphs else "eager"
+        for name, draft in drafts.items():
+            if name != "plain" and draft is None:
+                continue
+            ids = draft.config.target_layer_ids if draft is not None else layer_ids
+            engine = OurEngine(Target(models.model, ids), draft, len(prompt) + args.max_new_tokens + gamma + 2, graphs)
 
-                def run(e: OurEngine = engine) -> dict:
-                    built = e.engine(1)
-                    built.generate([prompt], GenerationConfig(max_new_tokens=16, eos_token_ids=models.eos_token_ids))
-                    return profile_engine_rounds(built, [prompt], config).as_dict()
+            def run(e: OurEngine = engine) -> dict:
+                built = e.engine(1)
+                built.generate([prompt], GenerationConfig(max_new_tokens=16, eos_token_ids=models.eos_token_ids))
+                return profile_engine_rounds(built, [prompt], config).as_dict()
 
-                part(f"batch_engine_{'graphs' if graphs else 'eager'}/{name}", run)
-                if name == "dspark" and draft.confidence_head is not None:  # what a scheduled round adds
-                    for rule in ("threshold", "algorithm1"):
-                        part(f"batch_engine_{'graphs' if graphs else 'eager'}/dspark+{rule}",
-                             lambda e=engine, r=rule: scheduled_profile(e, prompt, config, r, args.threshold))
-                engine.release()
+            part(f"batch_engine_{mode}/{name}", run)
+            if name == "dspark":  # a whole round (draft block + verify) by verify width, after the prompt
+                part(f"batch_engine_{mode}/round_ms_by_width",
+                     lambda e=engine: e.engine(1).measure_step_costs(1, context=len(prompt)).latency_ms())
+            if name == "dspark" and draft.confidence_head is not None:  # what a scheduled round adds
+                for rule in ("threshold", "algorithm1"):
+                    part(f"batch_engine_{mode}/dspark+{rule}",
+                         lambda e=engine, r=rule: scheduled_profile(e, prompt, config, r, args.threshold))
+            engine.release()
     return out
 
 
@@ -365,7 +357,6 @@ def main() -> int:
     parser.add_argument("--method-budget", type=float, default=45.0, help="seconds per method and level")
     parser.add_argument("--deadline", type=float, default=540.0, help="seconds for the whole script")
     parser.add_argument("--reserve", type=float, default=60.0, help="seconds the matrix leaves for profile + report")
-    parser.add_argument("--engine", default="auto", choices=("auto", "batch"))
     parser.add_argument("--dtype", default="auto")
     parser.add_argument("--draft-vocab", type=int, default=0, metavar="K",
                         help="the DSpark draft scores only its K most frequent tokens (FR-Spec; the counts beside it)")
@@ -393,7 +384,7 @@ def main() -> int:
                                                             repeats=args.repeats)}
     log(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}")
     sections.run("setup", lambda: setup(args, state))
-    if state.get("device") == "cuda" and resolve_kind(args.engine) == "batch" and state["models"].draft is not None:
+    if state.get("device") == "cuda" and state["models"].draft is not None:
         state["graphs"] = sections.run("graphs", lambda: graphs_check(state), ("setup",), reserve=args.reserve)
     sections.run("matrix", lambda: matrix(args, state, sections), ("setup",), reserve=args.reserve / 2)
     if state.get("result") is not None:

@@ -69,7 +69,7 @@ def sampled_tau(tdir: Path, draft_dir: Path, count: int, max_new_tokens: int = 6
     _, examples = heldout_or_train_examples(tdir, "heldout", count, DraftRecipe().prompt_tokens, 0)
     stats = GenerationStats((), ())
     for i, example in enumerate(examples):
-        config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=1.0, seed=i)
+        config = GenerationConfig(max_new_tokens=max_new_tokens, temperature=1.0, seed=i, eos_token_ids=())  # no EOS
         stats = stats.merge(generate(target, draft, list(example.prompt_ids), config).stats)
     return stats
 

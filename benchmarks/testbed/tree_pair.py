@@ -37,7 +37,7 @@ def main() -> None:
     model, _ = load_target(target_dir)
     _, examples = heldout_or_train_examples(target_dir, "heldout", args.prompts, 48, 0)
     prompts = [list(e.prompt_ids) for e in examples]
-    config = GenerationConfig(max_new_tokens=args.max_new_tokens)
+    config = GenerationConfig(max_new_tokens=args.max_new_tokens, eos_token_ids=())  # every prompt runs its budget
     shapes = [None] + [TreeShape(*map(int, s.split("/")), score_temperature=float(t))
                        for t in args.score_temperatures.split(",") for s in args.shapes.split(",")]
     rows, plain = [], None
