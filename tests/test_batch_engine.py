@@ -83,6 +83,7 @@ PROMPTS = [list(b"hello wor"), list(b"abc"), list(b"xyz 123 456 789"), list(b"Th
            list(b"a~")]  # the target answers "a~" with the EOS: a request that ends at its first token
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("max_batch,pad,length", [(8, False, 96), (3, True, 600), (2, False, 96)])
 def test_batched_greedy_equals_each_rows_decoding_alone_with_eos_and_refills(max_batch, pad, length):
     model, draft = build_pair()  # the successor pair: high but partial acceptance
@@ -113,6 +114,7 @@ def counted_engine(max_batch: int, pad: bool = False) -> tuple[BatchEngine, list
     return engine, calls
 
 
+@pytest.mark.slow
 def test_the_next_block_is_drafted_before_the_sync_once_per_round_and_redrafted_only_when_the_bucket_changes():
     engine, calls = counted_engine(max_batch=2)
     target, draft = engine.target, engine.draft
@@ -141,6 +143,7 @@ def test_no_block_is_drafted_ahead_while_waiting_requests_keep_taking_the_rows()
     assert len(calls) == 12 + 7 + 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen2", "mistral", "deepseek_v3"])  # deepseek_v3: the HF backend
 def test_batched_random_draft_and_plain_loop_equal_hf_greedy(arch):
     model = tiny_target(arch, seed=3)
@@ -173,6 +176,7 @@ def test_token_budgets_zero_and_one_and_bad_requests():
         engine.generate([[1], []], GenerationConfig(max_new_tokens=2))
 
 
+@pytest.mark.slow
 def test_measured_round_costs_cover_every_verify_width_per_batch_size_and_never_get_cheaper_with_width():
     model, draft = build_pair()
     target = Target(model, draft.config.target_layer_ids)
@@ -200,6 +204,7 @@ def test_padded_batches_round_up_to_the_next_power_of_two_up_to_max_batch():
     assert odd.buckets == (1, 2, 4, 8, 16, 32, 64, 100)
 
 
+@pytest.mark.slow
 def test_graph_wrapper_warm_up_and_replay_leave_generation_unchanged():
     model, draft = build_pair()
     target = Target(model, draft.config.target_layer_ids)

@@ -14,6 +14,8 @@ from dspark.engine import batch_round
 from dspark.engine.batch import BatchEngine
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 
+pytestmark = pytest.mark.slow  # in the full suite only (`pytest -m "not slow"` skips it)
+
 VOCAB, PROMPT, LENGTH = 4, [1, 2, 3], 3
 
 

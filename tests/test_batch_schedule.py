@@ -69,6 +69,7 @@ def pair():
     return target, draft, BatchEngine(target, draft, max_batch=3, max_length=64)
 
 
+@pytest.mark.slow
 def test_threshold_scheduling_is_lossless_and_a_row_cuts_as_it_would_alone(pair):
     target, draft, engine = pair
     config = GenerationConfig(max_new_tokens=24, eos_token_ids=(EOS_ID,), confidence_threshold=0.5)
@@ -80,6 +81,7 @@ def test_threshold_scheduling_is_lossless_and_a_row_cuts_as_it_would_alone(pair)
     assert sum(sum(r.stats.proposed_counts) for r in results) < sum(4 * r.stats.rounds for r in results)
 
 
+@pytest.mark.slow
 def test_algorithm1_is_lossless_and_a_steep_cost_table_verifies_fewer_drafts(pair):
     _, _, engine = pair
     config = GenerationConfig(max_new_tokens=24)

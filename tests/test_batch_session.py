@@ -19,6 +19,7 @@ def pair():
     return Target(model, draft.config.target_layer_ids), draft
 
 
+@pytest.mark.slow
 def test_session_steps_equal_batch1_greedy_with_mid_flight_requests_per_row_budgets_and_a_cancel(pair):
     target, draft = pair
     engine = BatchEngine(target, draft, max_batch=3, max_length=96)

@@ -73,6 +73,7 @@ def test_anchor_sampling_keeps_only_valid_anchors_and_pads_with_dummies():
     assert keep.all() and anchors.unique().numel() == 512 and bool((anchors[0, 1:] > anchors[0, :-1]).all())
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")  # eager = the reference
 def test_flex_block_mask_gives_the_same_attention_as_the_dense_sdpa_mask_dummy_blocks_included():
     import torch.nn.functional as F

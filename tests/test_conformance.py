@@ -96,6 +96,7 @@ def test_loss_terms_and_analytic_tau_match_reference(variant, conformance_target
     assert abs(float(terms.denominator) - float(expected["ce_loss_den"])) < 1e-5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("tag", ["thr0", "thr04"])
 def test_greedy_generation_reproduces_reference_tokens_and_acceptance(variant, tag, conformance_target):

@@ -168,6 +168,7 @@ def test_fused_projections_of_column_major_weights_stay_column_major_and_hold_th
     assert attn.k_proj.weight.data_ptr() == fused.qkv_weight[attn.q_proj.out_features:].data_ptr()  # views, no copy
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["col", "split"])
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_speculative_greedy_under_a_layout_plan_equals_the_original_targets_greedy(arch, layout, monkeypatch):

@@ -49,6 +49,7 @@ def test_restricted_drafts_stay_in_the_subset_and_match_the_full_draft_where_it_
     assert torch.equal(decode_blocks(draft, hidden, anchors, GenerationConfig(), None).tokens, full)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("k", [1, 10, 60])
 def test_greedy_with_a_draft_vocabulary_matches_target_greedy(k):
     model, target, draft = _pair("gated", seed=k)
@@ -61,6 +62,7 @@ def test_greedy_with_a_draft_vocabulary_matches_target_greedy(k):
     assert [r.tokens for r in batched] == [hf_greedy(model, p, 24) for p in prompts]
 
 
+@pytest.mark.slow
 def test_sampling_with_a_draft_vocabulary_matches_the_target_distribution():
     vocab = 4
     model = tiny_target("qwen3", vocab_size=vocab, hidden_size=32, num_layers=2, seed=0)

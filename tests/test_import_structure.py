@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 ROOT = "dspark"
 TORCH_LIKE = ("torch", "transformers", "safetensors")
@@ -179,6 +181,7 @@ def _describe(cycle: list[str], edges: dict[str, list[Import]]) -> str:
     return "\n    ".join(steps)
 
 
+@pytest.mark.slow
 def test_the_modules_import_each_other_without_cycles():
     edges = graph()
     cycles = find_cycles(edges)

@@ -38,6 +38,7 @@ def oracle_proposer(reference, corrupt, rng, vocab):
     return propose
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_random_drafts_match_target_greedy_for_every_block_size(arch):
     model = tiny_target(arch, seed=1)
@@ -51,6 +52,7 @@ def test_random_drafts_match_target_greedy_for_every_block_size(arch):
         assert len(result.tokens) == 17
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ARCHITECTURES)
 def test_oracle_drafts_with_corruption_match_target_greedy_and_accept(arch, monkeypatch):
     model = tiny_target(arch, seed=2)
@@ -90,6 +92,7 @@ def test_dflash_mode_and_a_max_drafts_cut_stay_lossless(monkeypatch):
     assert max(result.stats.proposed_counts) == 2 and result.stats.acceptance_lengths[0] == 3
 
 
+@pytest.mark.slow
 def test_dspark_heads_on_the_dflash_layout_stay_lossless_alone_and_batched():
     model = tiny_target("qwen3", seed=5)
     cfg = draft_config_for(model, block_size=5, mode="dflash").replace(markov_rank=8, enable_confidence_head=True,

@@ -10,12 +10,15 @@ import itertools
 import math
 from collections import Counter
 
+import pytest
 import torch
 
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.sampling import processed_probs
 from test_verify import verify_sampling
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
+
+pytestmark = pytest.mark.slow  # in the full suite only (`pytest -m "not slow"` skips it)
 
 
 def chi_square_excess(counts: Counter, expected: dict, n: int) -> float:

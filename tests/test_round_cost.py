@@ -53,6 +53,7 @@ def test_a_flat_cost_table_verifies_whole_blocks_like_no_scheduling():
     assert scheduled.stats.proposed_counts == unscheduled.stats.proposed_counts
 
 
+@pytest.mark.slow
 def test_a_rising_cost_table_cuts_some_blocks_and_every_architecture_stays_lossless():
     for arch in ("llama", "qwen3", "mistral", "deepseek_v3"):
         model, target, draft = _pair(arch)

@@ -124,6 +124,7 @@ def test_keep_path_moves_the_accepted_slots_keys_and_values_behind_the_anchor():
     assert torch.equal(static.cache[:, 0, :, :4], before[:, 0, :, :4])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nodes,beam,max_batch", [(12, 3, 1), (14, 4, 3), (4, 1, 2)])
 def test_tree_engine_output_equals_plain_greedy_decoding_with_eos_budgets_and_refills(nodes, beam, max_batch):
     model, draft = build_pair()
@@ -204,6 +205,7 @@ def _tree_sampling_counts(samples: int, nodes: int, beam: int) -> tuple[Counter,
             accepted)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nodes,beam", [(6, 2), (3, 1)])
 def test_sampled_tree_verification_commits_the_target_distribution(nodes, beam):
     counts, expected, accepted = _tree_sampling_counts(1500, nodes, beam)

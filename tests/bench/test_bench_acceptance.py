@@ -102,6 +102,7 @@ def test_bad_settings_say_what_to_change():
         AcceptanceSettings((0.0,), tree_nodes=8, tree_score_temperature=0.0)
 
 
+@pytest.mark.slow
 def test_tree_rows_keep_every_prompt_token_and_accept_at_least_what_the_chain_accepts(tiny_pair):
     target, draft = tiny_pair
     chain = run_acceptance(target, draft, PROMPTS, AcceptanceSettings((0.0,), max_new_tokens=12, batch=2))
@@ -134,6 +135,7 @@ def test_batched_greedy_rows_have_the_same_rounds_as_one_prompt_at_a_time(tiny_p
         assert b.mean_tau == pytest.approx(a.mean_tau)
 
 
+@pytest.mark.slow
 def test_batched_sampled_rows_repeat_with_the_same_seed_and_skip_what_does_not_fit(tiny_pair):
     target, draft = tiny_pair
     settings = AcceptanceSettings((1.0,), max_new_tokens=9, seed=5, batch=4)

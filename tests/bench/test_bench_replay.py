@@ -10,6 +10,7 @@ from dspark.bench.replay import replay_greedy
 from fixture_paths import CONFORMANCE, VARIANTS  # noqa: E402  (tests/ is on sys.path via its conftest)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("block_size", [None, 2])
 def test_replay_matches_the_engine_on_the_reference_drafts(variant, block_size, conformance_target):

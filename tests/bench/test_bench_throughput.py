@@ -44,6 +44,7 @@ def by_key(rows):
     return {(r.method, r.scheduler, r.concurrency): r for r in rows}
 
 
+@pytest.mark.slow
 def test_the_matrix_has_one_row_per_method_scheduler_and_level(matrix):
     rows = by_key(matrix.throughput)
     methods = [("plain", "none"), ("dspark", "none"), ("dspark", "threshold"), ("dspark", "algorithm1"),
@@ -107,6 +108,7 @@ def test_a_wrong_engine_is_caught_as_not_lossless(models):
     assert rows[("dspark", "broken", 1)].note == "2 of 2 requests differ from plain (earliest at new token 5)"
 
 
+@pytest.mark.slow
 def test_the_engine_runs_every_scheduler_losslessly_and_measures_step_costs(models, tmp_path):
     settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=10, num_prompts=2, warmup_tokens=2)
     methods, costs = build_methods(models, settings, ("plain", "dspark"), None, tmp_path, 10)
@@ -257,6 +259,7 @@ def test_cli_prints_a_table_ends_with_one_json_line_and_reports_plot_it(model_di
     assert "## Speedup by concurrency" in (tmp_path / "rep" / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_tree_rows_of_either_draft_are_lossless_and_commit_more_per_round_than_its_chain(models, tmp_path):
     settings = ThroughputSettings(concurrency=(1, 2), max_new_tokens=16, num_prompts=3, warmup_tokens=2)
     names = ("plain", "dspark", "dspark-tree", "dflash", "dflash-tree")

@@ -2,6 +2,10 @@
 the SDPA path it replaces, and the static target through it equals the HF target."""
 from __future__ import annotations
 
+import pytest
+
+pytestmark = pytest.mark.slow  # in the full suite only (`pytest -m "not slow"` skips it)
+
 
 def test_cache_attention_equals_sdpa_for_rows_windows_and_block_widths(facts):
     cases = {k: v for k, v in facts.items() if k.startswith("attention ")}

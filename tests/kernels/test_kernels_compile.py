@@ -12,6 +12,8 @@ from triton.compiler import ASTSource  # noqa: E402
 
 from dspark.engine import cache_attention, layer_kernels, markov_kernel, tree_kernel  # noqa: E402
 
+pytestmark = pytest.mark.slow  # in the full suite only (`pytest -m "not slow"` skips it)
+
 
 def compile_for_sm90(kernel, types: dict[str, str], constants: dict[str, object]) -> dict[str, object]:
     """The kernel compiled for sm_90 with these argument types and constexpr values -> its assembly stages."""

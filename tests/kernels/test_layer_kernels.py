@@ -3,6 +3,10 @@ SiLU · up and RoPE + cache write equal the torch ops they replace, and the stat
 batch-1 engine drafts."""
 from __future__ import annotations
 
+import pytest
+
+pytestmark = pytest.mark.slow  # in the full suite only (`pytest -m "not slow"` skips it)
+
 
 def test_add_rms_norm_and_silu_mul_equal_the_torch_ops(facts):
     assert facts["add_rms_norm"] < 1e-5

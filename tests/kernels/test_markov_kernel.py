@@ -8,6 +8,8 @@ import torch
 import dspark.engine.markov_kernel as markov_kernel
 from dspark.model.heads import GatedMarkovHead, MarkovHead, RNNMarkovHead
 
+pytestmark = pytest.mark.slow  # in the full suite only (`pytest -m "not slow"` skips it)
+
 
 def test_fused_greedy_decode_picks_the_eager_loops_tokens_for_fp32_and_bf16_weights(facts):
     for key in [f"{t}/r{r}" for t in ("float32", "bfloat16") for r in (8, 20, 32)]:

@@ -1,9 +1,12 @@
 """When the engine's Triton kernels may run: CUDA, or the CPU under Triton's interpreter, unless DSPARK_KERNELS=0."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from dspark.engine import cache_attention, layer_kernels, triton_support
+
+pytestmark = pytest.mark.slow  # in the full suite only (`pytest -m "not slow"` skips it)
 
 
 def test_kernels_run_on_cpu_only_under_the_interpreter_and_dspark_kernels_0_switches_them_off(monkeypatch):

@@ -27,6 +27,7 @@ def _greedy_texts_match_decoding_alone(url: str, served) -> None:
         assert text == served.tokenizer.decode(decoded_alone(prompt, max_tokens).tokens, skip_special_tokens=True), prompt
 
 
+@pytest.mark.slow
 def test_algorithm1_on_the_batched_scheduler_measures_a_table_per_batch_size_and_keeps_greedy_text():
     served = tiny_served()
     app = create_app(served, ServeSettings(port=0, max_concurrency=2, algorithm1=True))

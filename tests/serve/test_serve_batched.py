@@ -7,6 +7,8 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from test_serve_load import wait_for
 from test_serve_support import client, scrape, single_thread, tiny_served, value  # noqa: F401
 
@@ -37,6 +39,7 @@ def decoded_alone(prompt: str, max_tokens: int):
     return generate(served.new_target(), served.draft, ids, config)
 
 
+@pytest.mark.slow
 def test_concurrent_greedy_requests_share_rounds_and_equal_decoding_each_alone_and_metrics_add_up():
     served = tiny_served()
     app = create_app(served, ServeSettings(port=0, max_concurrency=ROWS))
@@ -135,6 +138,7 @@ def test_a_deepseek_v3_target_is_served_by_the_same_scheduler_through_the_hf_bac
         assert text == served.tokenizer.decode(expected, skip_special_tokens=True)
 
 
+@pytest.mark.slow
 def test_a_graphed_engine_captures_its_graphs_at_startup_and_serves_the_same_greedy_text(monkeypatch):
     class GraphedEngine(BatchEngine):
         def __init__(self, *args, **kwargs):

@@ -23,6 +23,8 @@ from dspark.serve.schemas import ChatMessage
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 from dspark.testbed.successor_pair import build_pair, build_tokenizer
 
+pytestmark = pytest.mark.slow  # in the full suite only (`pytest -m "not slow"` skips it)
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 

@@ -65,6 +65,7 @@ LONG = "x" * 3000  # the tiny model's context is 2044 tokens (one byte = one tok
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": -1},
      "max_completion_tokens", "greater than or equal to 1"),
 ])
+@pytest.mark.slow
 def test_invalid_fields_are_400_naming_the_field(url, path, body, param, says):
     assert_openai_error(post(url, path, body), 400, param=param, says=says)
 
@@ -113,6 +114,7 @@ def test_the_server_still_answers_after_every_kind_of_bad_request(url):
     assert httpx.get(f"{url}/health").json()["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_api_key_is_required_on_every_route_but_health():
     with running_server(api_key="s3cret") as url:
         for method, path in [("GET", "/v1/models"), ("GET", "/metrics"), ("POST", "/v1/completions"),

@@ -7,6 +7,7 @@ import json
 import time
 
 import httpx
+import pytest
 from test_serve_support import tiny_served, running_server, scrape, single_thread, value  # noqa: F401
 
 from dspark.testbed import successor_pair as tiny_successor
@@ -57,6 +58,7 @@ def wait_for(condition, url: str, timeout: float = 30.0) -> dict:
         time.sleep(0.05)
 
 
+@pytest.mark.slow
 def test_two_hundred_concurrent_requests_all_complete():
     with running_server(max_concurrency=4) as url:
         results = asyncio.run(load(url))
@@ -78,6 +80,7 @@ def slow_tiny_model(seconds_per_forward: float) -> ServedModel:
     return served_model(hf_model, tokenizer, draft, "slow")
 
 
+@pytest.mark.slow
 def test_a_client_that_disconnects_frees_its_slot():
     # 2000 tokens need >= 400 target forwards (<= 5 tokens per round): >= 4 s, far longer than the steps below
     endless = {"prompt": "Go", "max_tokens": 2000, "temperature": 0, "ignore_eos": True, "stream": True}

@@ -27,6 +27,7 @@ def run_monitor(url: str, traffic, monkeypatch, capsys) -> tuple[int, dict]:
     return code, (json.loads(captured.out.strip().splitlines()[-1]) if code == 0 else {"stderr": captured.err})
 
 
+@pytest.mark.slow
 def test_monitor_tau_matches_the_engine_stats_and_the_per_request_stats(monkeypatch, capsys):
     served = tiny_served()
     responses = []

@@ -25,6 +25,7 @@ def test_cached_target_is_reported_as_json(tiny_target, tiny_cache, capsys):
     assert out["heldout_loss"] > 0 and out["train_files"] > 0 and out["heldout_files"] > 0
 
 
+@pytest.mark.slow
 def test_out_folder_gets_a_fresh_target_and_a_table(tmp_path, capsys):
     out = tmp_path / "target"
     assert main(["testbed", "target", "--out", str(out), "--steps", "1", "--threads", "1", "--quiet"]) == 0

@@ -9,6 +9,8 @@ import pytest
 from dspark.testbed import build_target
 from dspark.testbed.draft_build import DraftRecipe, build_draft, heldout_tau
 
+pytestmark = pytest.mark.slow  # in the full suite only (`pytest -m "not slow"` skips it)
+
 
 @pytest.fixture(scope="module")
 def target_dir():

@@ -5,6 +5,8 @@ import ast
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "smollm2"))
 from build_prompts import _documented  # noqa: E402
 from codeio_doctests import _examples, doctest_stub, main_signature  # noqa: E402
@@ -32,6 +34,7 @@ def test_worked_examples_come_from_the_tasks_own_code_with_rounded_inputs():
         assert float(shown) == round(namespace["main_solution"](**inputs), 4)
 
 
+@pytest.mark.slow
 def test_a_task_that_raises_or_hangs_gives_no_examples():
     assert _examples(("def main_solution(x):\n    return 1 / 0\n", "def generate_inputs(rng):\n    return {'x': 1}\n",
                       1, 2)) == []

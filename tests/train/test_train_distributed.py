@@ -10,11 +10,14 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
 from dspark.testbed.random_pair import tiny_target
 from dspark.train.data import Example, write_examples
+
+pytestmark = pytest.mark.slow  # in the full suite only (`pytest -m "not slow"` skips it)
 
 
 def _start(args, tmp_path, nproc) -> subprocess.Popen:

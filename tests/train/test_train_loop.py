@@ -243,6 +243,7 @@ def test_memoised_hidden_states_give_the_same_losses_as_running_the_target_every
     torch.testing.assert_close(again.last_hidden[0], fresh.last_hidden[0], atol=1e-5, rtol=0)
 
 
+@pytest.mark.slow
 def test_compiled_loss_backend_gives_the_same_losses_as_eager():
     model, cfg, examples = _setup()
     source = OnlineHiddenStates(Target(model, cfg.target_layer_ids), examples)

@@ -145,7 +145,7 @@ def heldout_tau(target_dir: str | Path, draft_dir: str | Path, count: int = 24, 
     draft = load_draft(draft_dir)
     target = Target(model, draft.config.target_layer_ids)
     _, examples = heldout_or_train_examples(Path(target_dir), "heldout", count, prompt_tokens, 0)
-    config = GenerationConfig(max_new_tokens=max_new_tokens, max_drafts=max_drafts)
+    config = GenerationConfig(max_new_tokens=max_new_tokens, max_drafts=max_drafts, eos_token_ids=())
     stats = GenerationStats((), ())
     for example in examples:
         with torch.inference_mode():
