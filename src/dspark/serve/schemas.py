@@ -127,22 +127,30 @@ class Usage(BaseModel):
     total_tokens: int
 
 
-class CompletionChoice(BaseModel):
+class _Choice(BaseModel):
     index: int = 0
-    text: str
     logprobs: None = None
     finish_reason: str | None = None
 
 
-class CompletionResponse(BaseModel):
+class _Envelope(BaseModel):
+    """What every completion response and stream chunk carries besides its object name and choices."""
+
     id: str
-    object: Literal["text_completion"] = "text_completion"
     created: int
     model: str
-    choices: list[CompletionChoice]
     usage: Usage | None = None
-    system_fingerprint: str | None = None
     metrics: dict[str, Any] | None = None
+
+
+class CompletionChoice(_Choice):
+    text: str
+
+
+class CompletionResponse(_Envelope):
+    object: Literal["text_completion"] = "text_completion"
+    choices: list[CompletionChoice]
+    system_fingerprint: str | None = None
 
 
 class ChatMessageOut(BaseModel):
@@ -150,22 +158,14 @@ class ChatMessageOut(BaseModel):
     content: str
 
 
-class ChatChoice(BaseModel):
-    index: int = 0
+class ChatChoice(_Choice):
     message: ChatMessageOut
-    logprobs: None = None
-    finish_reason: str | None = None
 
 
-class ChatCompletionResponse(BaseModel):
-    id: str
+class ChatCompletionResponse(_Envelope):
     object: Literal["chat.completion"] = "chat.completion"
-    created: int
-    model: str
     choices: list[ChatChoice]
-    usage: Usage | None = None
     system_fingerprint: str | None = None
-    metrics: dict[str, Any] | None = None
 
 
 class ChatDelta(BaseModel):
@@ -173,31 +173,18 @@ class ChatDelta(BaseModel):
     content: str | None = None
 
 
-class ChatChunkChoice(BaseModel):
-    index: int = 0
+class ChatChunkChoice(_Choice):
     delta: ChatDelta
-    logprobs: None = None
-    finish_reason: str | None = None
 
 
-class ChatCompletionChunk(BaseModel):
-    id: str
+class ChatCompletionChunk(_Envelope):
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
-    created: int
-    model: str
     choices: list[ChatChunkChoice]
-    usage: Usage | None = None
-    metrics: dict[str, Any] | None = None
 
 
-class CompletionChunk(BaseModel):
-    id: str
+class CompletionChunk(_Envelope):
     object: Literal["text_completion"] = "text_completion"
-    created: int
-    model: str
     choices: list[CompletionChoice]
-    usage: Usage | None = None
-    metrics: dict[str, Any] | None = None
 
 
 class ModelCard(BaseModel):
