@@ -33,8 +33,8 @@ from dspark.model.target import Target
 SUITES = {"code": "HumanEval", "chat": "MT-Bench", "math": "GSM8K"}  # bench suite name -> what it holds
 SCHEDULES = ("algorithm1", "none")  # Algorithm 1 on a measured round-cost table, or every block verified whole
 MODEL_NAME = "SmolLM2-135M-Instruct"
-# the shipped draft's token counts: the top 16,384 of 49,152 ids hold 99.5 % of SmolLM2's regenerated tokens and cost
-# a quarter of the full head, ~16 ms of a ~200 ms CPU round (benchmarks/results/cpu_profile/)
+# the draft vocabulary the demo uses when the draft ships token counts: a third of SmolLM2's 49,152 ids, which hold
+# nearly all the tokens it writes (benchmarks/results/cpu_draft_vocab/)
 DEFAULT_DRAFT_VOCAB = 16_384
 
 

@@ -10,7 +10,7 @@ run at every level before the peers. A method that runs past its time budget at 
 compilation, graph capture and Algorithm 1's round-cost tables land, is not billed to it); the run's deadline skips
 whatever is left. With `repeats` > 1 each level measures its methods that many times, interleaved (plain, dspark, …,
 plain, dspark, …), and a row is the repeat with the median tokens/s, every repeat's tokens/s beside it: a gain smaller
-than the spread of repeats is noise (run 14 on the H200: one row moved 12 % between two runs). It does not load
+than the spread of repeats is noise (on a GPU one row can move 10 % between two runs). It does not load
 models, pick prompts or print.
 """
 from __future__ import annotations

@@ -60,8 +60,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--tree-beam", type=int, default=4, metavar="K",
                         help="the tree's nodes kept per depth (default 4)")
     engine.add_argument("--tree-max-rows", type=int, default=0, metavar="R",
-                        help="rounds over more than R rows verify the block's chain instead of trees (on the H200 "
-                             "with SmolLM2 trees win at 1 row, the chain from 4); default 0: trees at every batch size")
+                        help="rounds over more than R rows verify the block's chain instead of trees "
+                             "(default 0: trees at every batch size)")
     engine.add_argument("--tree-score-temperature", type=float, default=1.0, metavar="T",
                         help="score the tree's nodes by log-softmax(logits / T): below 1 the trees grow deeper along "
                              "the draft's greedy path (default 1)")

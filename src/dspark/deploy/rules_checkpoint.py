@@ -25,8 +25,8 @@ HEADS = Rule(
     "CK-HEADS-DROPPED", ERROR, "the draft's Markov / confidence heads are not served",
     "A DSpark draft on the DFlash block layout (speculators' sample_from_anchor false) carries a Markov head that "
     "restores the dependency between its drafts, and a confidence head. A DFlash method builds the plain DFlash "
-    "network and does not use them, so every slot after the first loses the bias it was trained with (the Markov "
-    "bias more than doubles slots 1-6's accuracy on SmolLM2: benchmarks/results/smollm2/), while a DSpark method "
+    "network and does not use them, so every slot after the first loses the bias it was trained with "
+    "(benchmarks/results/smollm2/ measures what that costs), while a DSpark method "
     "expects the anchor layout (CK-ANCHOR-LAYOUT). speculators trains such drafts (models/dspark/core.py, "
     "sample_from_anchor false).")
 LAYER_BASE = Rule(

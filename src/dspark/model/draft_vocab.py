@@ -4,7 +4,7 @@ writes most, so its LM head and the Markov head's output rows cost K / V of the 
 Verification keeps the target's full head, so generation stays lossless: a token outside the K can still be
 committed, as the target's own correction or bonus; it just can never be drafted. Under sampling the proposal is the
 softmax over the K, widened with zeros to the full vocabulary, so rejection sampling stays exact. On a CPU the draft's
-49,152-row head is 11 % of a SmolLM2 round (`benchmarks/results/cpu_profile/`); on a GPU the fused Markov kernel
+full head is a large share of a small target's round (`benchmarks/results/cpu_profile/`); on a GPU the fused Markov kernel
 (`engine/markov_kernel.py`) tiles the K ids instead of the V.
 
 What it does not do: train. `restrict_draft_vocab` gives an inference-only draft; train and save the full one. The
