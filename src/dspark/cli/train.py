@@ -1,7 +1,8 @@
 """`dspark train regenerate|capture|fit|calibrate`: the training pipeline from the command line.
 
     dspark train regenerate --target MODEL --prompts prompts.jsonl|folder --out data.jsonl
-    dspark train capture    --target MODEL --data data.jsonl --layers 1,8,14,21,27 --out hidden/
+    dspark train capture    --target MODEL --data data.jsonl --layers 1,8,14,21,27 --out hidden/ [--dtype fp8|--full]
+    dspark train capture    --target MODEL --data data.jsonl --layers 1,8,14,21,27 --estimate [--dtype fp8]
     dspark train fit        --target MODEL --data data.jsonl --out runs/draft [--hidden hidden/] [--resume]
     dspark train calibrate  --target MODEL --draft runs/draft/final --prompts heldout.jsonl
 `fit` also runs under `torchrun --nproc_per_node N -m dspark.cli train fit …` (data parallel).
@@ -36,8 +37,18 @@ def register(parser: argparse.ArgumentParser) -> None:
     capture.add_argument("--target", required=True)
     capture.add_argument("--data", required=True, help="examples JSONL from `regenerate`")
     capture.add_argument("--layers", required=True, help="comma-separated target layer ids (HF convention)")
-    capture.add_argument("--out", required=True)
-    capture.add_argument("--shard-size", type=int, default=256)
+    capture.add_argument("--out", help="the store's folder (not needed with --estimate)")
+    capture.add_argument("--dtype", choices=("bf16", "fp8"), default="bf16",
+                         help="the compact store's dtype (only the rows training reads): bf16, or fp8 (float8_e4m3fn "
+                              "with a float32 scale per row of each layer)")
+    capture.add_argument("--full", action="store_true",
+                         help="write every position in float32 instead (the full store)")
+    capture.add_argument("--estimate", action="store_true",
+                         help="print the disk the capture will need (reads --data and the target's config.json, no "
+                              "model) and exit without writing")
+    capture.add_argument("--max-length", type=int, help="cut sequences to this many tokens (as fit --max-length)")
+    capture.add_argument("--shard-mib", type=int, default=2048, help="compact store: MiB of data per shard file")
+    capture.add_argument("--shard-size", type=int, default=256, help="full store: sequences per shard file")
 
     fit = sub.add_parser("fit", help="train a draft")
     fit.add_argument("--target", required=True, help="local HF target (its embedding and LM head are shared)")
@@ -135,14 +146,30 @@ def _regenerate(args) -> int:
 
 
 def _capture(args) -> int:
+    from dspark.train.compact_layout import estimate_rows, iter_data_rows, target_hidden_size
+
+    layers = [int(i) for i in args.layers.split(",")]
+    shard_bytes = args.shard_mib * 2**20
+    if args.estimate:
+        if args.full:
+            raise ValueError("--estimate sizes the compact store: drop --full")
+        rows = iter_data_rows(args.data, args.max_length)
+        estimate = estimate_rows(rows, len(layers), target_hidden_size(args.target), args.dtype, layers, shard_bytes)
+        print(estimate.line())
+        print(json.dumps(estimate.to_json()))
+        return 0
+    if not args.out:
+        raise ValueError("give --out (the store's folder), or --estimate to only size the capture")
     from dspark import Target
+    from dspark.train.compact_hidden import capture_compact
     from dspark.train.data import read_examples
     from dspark.train.hidden import capture_offline
 
     model, _ = _load(args.target)
-    layers = [int(i) for i in args.layers.split(",")]
-    folder = capture_offline(Target(model, layers), read_examples(args.data), args.out, args.shard_size)
-    print(json.dumps({"hidden_states": str(folder)}))
+    target, examples = Target(model, layers), read_examples(args.data, args.max_length)
+    folder = (capture_offline(target, examples, args.out, args.shard_size) if args.full
+              else capture_compact(target, examples, args.out, args.dtype, shard_bytes))
+    print(json.dumps({"hidden_states": str(folder), "dtype": "float32" if args.full else args.dtype}))
     return 0
 
 

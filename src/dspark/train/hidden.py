@@ -2,15 +2,16 @@
 
 Online: the frozen target runs inside the training job (`Target.forward`, no cache) and yields the chosen layers'
 features and its final post-norm hidden. Offline: the same tensors are written once to sharded safetensors with an
-`index.json`, so training never runs the target. Also reads the `hs_*.safetensors` files written by vLLM's
-hidden-state extraction (`token_ids`, `hidden_states` [seq, layers, hidden] with vLLM "aux" ids = our ids + 1).
+`index.json`, so training never runs the target; this full store keeps every position, and `OfflineHiddenStates` also
+opens the compact store (only the rows training reads, bf16 / fp8: `compact_hidden.py`). Also reads the
+`hs_*.safetensors` files written by vLLM's hidden-state extraction (`token_ids`, `hidden_states` [seq, layers,
+hidden] with vLLM "aux" ids = our ids + 1). `HiddenStates` and the source protocol live in `hidden_batch.py`.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Sequence
 
 import torch
 from safetensors import safe_open
@@ -18,43 +19,16 @@ from safetensors.torch import save_file
 
 from dspark.formats.native import atomic_write, write_json
 from dspark.model.target import Target
+from dspark.train.compact_layout import FORMAT as COMPACT_FORMAT
 from dspark.train.data import Example
+from dspark.train.hidden_batch import (  # noqa: F401 - re-exported: the trainer and callers import them from here
+    HiddenStates,
+    HiddenStateSource,
+    get_batch,
+    pad_batch,
+)
 
 INDEX_NAME = "index.json"
-
-
-@dataclass(frozen=True)
-class HiddenStates:
-    input_ids: torch.Tensor  # [1, S]
-    loss_mask: torch.Tensor  # [1, S]
-    features: torch.Tensor  # [1, S, m·d]
-    last_hidden: torch.Tensor  # [1, S, d] final post-norm hidden (lm_head input)
-
-
-class HiddenStateSource(Protocol):
-    def __len__(self) -> int: ...
-    def get(self, index: int) -> HiddenStates: ...
-
-
-def get_batch(source: HiddenStateSource, indices: Sequence[int]) -> HiddenStates:
-    """Several sequences, right-padded to the longest (padding has loss_mask 0, so no anchor or label lands there;
-    causal targets and the block mask never let real tokens see it)."""
-    if hasattr(source, "get_padded"):
-        return source.get_padded(indices)
-    return pad_batch([source.get(i) for i in indices])
-
-
-def pad_batch(items: Sequence[HiddenStates]) -> HiddenStates:
-    if len(items) == 1:
-        return items[0]
-    width = max(h.input_ids.shape[1] for h in items)
-
-    def pad(t: torch.Tensor) -> torch.Tensor:
-        extra = width - t.shape[1]
-        return torch.nn.functional.pad(t, (0, 0, 0, extra) if t.dim() == 3 else (0, extra))
-
-    return HiddenStates(*(torch.cat([pad(getattr(h, f)) for h in items]) for f in
-                          ("input_ids", "loss_mask", "features", "last_hidden")))
 
 
 class OnlineHiddenStates:
@@ -148,7 +122,8 @@ def capture_offline(target: Target, examples: Sequence[Example], out_dir: str | 
 
 
 class OfflineHiddenStates:
-    """Reads what `capture_offline` wrote."""
+    """Reads what `capture_offline` wrote, or a compact store (`compact_hidden.capture_compact`, told apart by its
+    index's format), so `dspark train fit --hidden` takes either."""
 
     def __init__(self, folder: str | Path, layer_ids: Sequence[int] | None = None,
                  device: str | torch.device = "cpu"):
@@ -157,19 +132,28 @@ class OfflineHiddenStates:
         if not index_file.is_file():
             raise FileNotFoundError(f"{self.folder}: no {INDEX_NAME}; capture hidden states first (dspark train capture)")
         self.index = json.loads(index_file.read_text())
+        self._compact = None
+        if self.index.get("format") == COMPACT_FORMAT:
+            from dspark.train.compact_hidden import CompactHiddenStates
+
+            self._compact = CompactHiddenStates(folder, layer_ids, device)
         if layer_ids is not None and list(layer_ids) != self.index["layer_ids"]:
             raise ValueError(f"{self.folder} holds target layers {self.index['layer_ids']}, the draft reads "
                              f"{list(layer_ids)}: capture again with the draft's target_layer_ids")
         self.device = device
 
     def __len__(self) -> int:
-        return len(self.index["examples"])
+        return len(self._compact) if self._compact is not None else len(self.index["examples"])
 
     def lengths(self) -> list[int]:
         """Each example's sequence length, from the index."""
+        if self._compact is not None:
+            return self._compact.lengths()
         return [int(entry["length"]) for entry in self.index["examples"]]
 
     def get(self, index: int) -> HiddenStates:
+        if self._compact is not None:
+            return self._compact.get(index)
         entry = self.index["examples"][index]
         with safe_open(self.folder / entry["shard"], framework="pt") as f:
             t = {name: f.get_tensor(f"{entry['key']}.{name}").to(self.device)
