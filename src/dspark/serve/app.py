@@ -163,7 +163,8 @@ def create_app(served: ServedModel, settings: ServeSettings = ServeSettings()) -
         finally:
             job.cancel()
             watcher.cancel()
-        return JSONResponse(full_response(header, text, finished))
+        return JSONResponse(full_response(header, text, finished,
+                                          plan.prompt_ids if plan.return_token_ids else None))
 
     @app.post("/v1/completions")
     async def completions(request: Request) -> Response:

@@ -33,6 +33,7 @@ class Finished:
     prompt_tokens: int
     completion_tokens: int
     spec: dict[str, Any] | None  # metrics.speculative_decoding, None when not reported
+    token_ids: tuple[int, ...] = ()  # the completion's tokens (an EOS that ended it included)
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class TokenSink:
         self.stops = StopStringMatcher(job.request.stop)
         self.eos = set(job.request.generation.eos_token_ids)
         self.count, self.rounds, self.last, self.reason = 0, 0, None, "length"
+        self.tokens: list[int] = []
         job.metrics.prompt_tokens.inc(len(job.request.prompt_ids))
 
     def push(self, tokens: list[int]) -> bool:
@@ -83,6 +85,7 @@ class TokenSink:
                 return False
             now = time.perf_counter()
             self.count += 1
+            self.tokens.append(token)
             metrics.generation_tokens.inc()
             if self.last is None:
                 metrics.ttft.observe(now - self.job.arrival)
@@ -118,7 +121,7 @@ class TokenSink:
         spec = None
         if job.num_spec_tokens and job.spec_level != "none":
             spec = self.tally.to_dict(detailed=job.spec_level == "detailed")
-        job.channel.put(Finished(reason, len(job.request.prompt_ids), self.count, spec))
+        job.channel.put(Finished(reason, len(job.request.prompt_ids), self.count, spec, tuple(self.tokens)))
 
 
 class GenerationJob:

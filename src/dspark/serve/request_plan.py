@@ -25,6 +25,7 @@ class EngineRequest:
     stop: tuple[str, ...]
     stream: bool
     include_usage: bool
+    return_token_ids: bool = False  # answer with the prompt's and the completion's token ids (vLLM extension)
 
 
 def _unsupported(request: SamplingRequest) -> str | None:
@@ -32,6 +33,7 @@ def _unsupported(request: SamplingRequest) -> str | None:
         (request.n != 1, "n > 1 (send n requests)"),
         (request.presence_penalty != 0 or request.frequency_penalty != 0, "presence / frequency penalties"),
         (bool(request.logit_bias), "logit_bias"),
+        (request.return_token_ids and request.stream, "return_token_ids with stream (ask without streaming)"),
     ]
     if isinstance(request, CompletionRequest):
         checks += [(request.echo, "echo"), (request.suffix is not None, "suffix"),
@@ -101,4 +103,5 @@ def plan_request(request: CompletionRequest | ChatCompletionRequest, served: Ser
     except ConfigError as exc:
         raise APIError(400, str(exc), code="invalid_parameter") from None
     include_usage = bool(request.stream_options and request.stream_options.include_usage)
-    return EngineRequest(tuple(prompt), generation, request.stop, request.stream, include_usage)
+    return EngineRequest(tuple(prompt), generation, request.stop, request.stream, include_usage,
+                         request.return_token_ids)

@@ -11,7 +11,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Sequence
 
 from dspark.serve.errors import APIError, error_body
 from dspark.serve.generation_job import EventChannel, Failed, Finished
@@ -54,13 +54,20 @@ async def collect(channel: EventChannel) -> tuple[str, Finished]:
             return "".join(pieces), event
 
 
-def full_response(header: ResponseHeader, text: str, finished: Finished) -> dict[str, Any]:
+def full_response(header: ResponseHeader, text: str, finished: Finished,
+                  prompt_ids: Sequence[int] | None = None) -> dict[str, Any]:
+    """The whole completion as one body; with `prompt_ids` (return_token_ids) it carries them and the completion's
+    token ids where vLLM puts them (completions: on the choice; chat: the prompt's on the response)."""
     common = dict(id=header.id, created=header.created, model=header.model, usage=_usage(finished),
                   metrics=_metrics(finished))
+    ids = None if prompt_ids is None else list(finished.token_ids)
+    prompt = None if prompt_ids is None else list(prompt_ids)
     if header.chat:
         return dump(ChatCompletionResponse(
-            choices=[ChatChoice(message=ChatMessageOut(content=text), finish_reason=finished.reason)], **common))
-    return dump(CompletionResponse(choices=[CompletionChoice(text=text, finish_reason=finished.reason)], **common))
+            choices=[ChatChoice(message=ChatMessageOut(content=text), finish_reason=finished.reason, token_ids=ids)],
+            prompt_token_ids=prompt, **common))
+    return dump(CompletionResponse(choices=[CompletionChoice(text=text, finish_reason=finished.reason,
+                                                             prompt_token_ids=prompt, token_ids=ids)], **common))
 
 
 def _chunk(header: ResponseHeader, text: str | None = None, finish: str | None = None, role: bool = False,

@@ -4,6 +4,8 @@ Requests are validated strictly (a string is not a number, 1 is not `true`), unk
 OpenAI API does, and every refusal names the field. Limits that depend on the served model (context length,
 vocabulary) are checked later, in `request_plan`. Response models follow the OpenAI shapes; `metrics` carries the
 per-request speculative stats (`metrics.speculative_decoding`, as vLLM's `--per-request-spec-decode-metrics`).
+With vLLM's `return_token_ids` extension a response also carries the prompt's token ids (`prompt_token_ids`: on the
+choice for completions, on the response for chat) and the completion's (`choices[i].token_ids`, its EOS included).
 """
 from __future__ import annotations
 
@@ -42,6 +44,7 @@ class SamplingRequest(_Request):
     logit_bias: dict[str, float] | None = None
     ignore_eos: bool = False  # vLLM extension
     stop_token_ids: list[int] | None = None  # vLLM extension
+    return_token_ids: bool = False  # vLLM extension: prompt and completion token ids in the (non-streamed) response
     user: str | None = None
 
     @field_validator("stop", mode="before")
@@ -145,6 +148,8 @@ class _Envelope(BaseModel):
 
 class CompletionChoice(_Choice):
     text: str
+    prompt_token_ids: list[int] | None = None  # only with return_token_ids
+    token_ids: list[int] | None = None  # only with return_token_ids
 
 
 class CompletionResponse(_Envelope):
@@ -160,12 +165,14 @@ class ChatMessageOut(BaseModel):
 
 class ChatChoice(_Choice):
     message: ChatMessageOut
+    token_ids: list[int] | None = None  # only with return_token_ids
 
 
 class ChatCompletionResponse(_Envelope):
     object: Literal["chat.completion"] = "chat.completion"
     choices: list[ChatChoice]
     system_fingerprint: str | None = None
+    prompt_token_ids: list[int] | None = None  # only with return_token_ids
 
 
 class ChatDelta(BaseModel):
@@ -201,11 +208,17 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
+_UNLESS_SET = ("metrics", "prompt_token_ids", "token_ids")
+
+
 def dump(model: BaseModel) -> dict[str, Any]:
-    """JSON-ready dict; a response's `metrics` is left out when there are none, chat deltas carry only what is set."""
+    """JSON-ready dict; a response's `metrics` and token ids are left out when there are none, chat deltas carry only
+    what is set."""
     data = model.model_dump(mode="json")
-    if data.get("metrics", 0) is None:
-        del data["metrics"]
+    for part in (data, *data.get("choices", ())):
+        for key in _UNLESS_SET:
+            if part.get(key, 0) is None:
+                del part[key]
     for choice in data.get("choices", ()):
         if isinstance(choice.get("delta"), dict):
             choice["delta"] = {k: v for k, v in choice["delta"].items() if v is not None}

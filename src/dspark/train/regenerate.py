@@ -9,7 +9,8 @@ is halved until it fits, and a single prompt that still fails counts as failed. 
 static engine supports) the prompts stream instead through dspark's own batch engine with drafting off: static KV
 caches for that many rows, continuous batching (a finished row takes the next prompt at once, so no row decodes
 padding after its EOS) and CUDA graphs on a GPU; the responses are the same greedy ones. Counts of success / skipped /
-failed always add up to the number of prompts. No training here.
+failed always add up to the number of prompts. `RegenerationCounts` and `done_ids` (the resume rule) are shared with
+`regenerate_server.py`, which regenerates through an OpenAI-compatible server instead. No training here.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ class RegenerationCounts:
         assert self.success + self.skipped + self.failed == self.total, self
 
 
-def _done_ids(out: Path) -> set[str]:
+def done_ids(out: Path) -> set[str]:
     """Ids already written; truncates a half-written last line left by a killed run."""
     if not out.exists():
         return set()
@@ -57,7 +58,7 @@ def regenerate(model, tokenizer, prompts: Sequence[Prompt], out: str | Path, *, 
     instead of HF `generate` (`batch_size` and `max_batch_tokens` then play no part)."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    done = _done_ids(out)
+    done = done_ids(out)
     skipped = sum(p.id in done for p in prompts)
     todo, too_long = [], 0
     for prompt in prompts:
