@@ -6,7 +6,8 @@
     dspark train capture    --target MODEL --data data.jsonl --layers 1,8,14,21,27 --estimate [--dtype fp8]
     dspark train fit        --target MODEL --data data.jsonl --out runs/draft [--hidden hidden/] [--resume]
     dspark train calibrate  --target MODEL --draft runs/draft/final --prompts heldout.jsonl
-`fit` also runs under `torchrun --nproc_per_node N -m dspark.cli train fit …` (data parallel).
+`fit` also runs under `torchrun --nproc_per_node N -m dspark.cli train fit …` (data parallel; with
+`--target-parallel fsdp` the target's layers are sharded over the ranks too).
 """
 from __future__ import annotations
 
@@ -101,6 +102,10 @@ def register(parser: argparse.ArgumentParser) -> None:
                      help="online: keep the target's hidden states in this much memory after their first pass, so "
                           "later epochs skip the target (on a GPU a small target's launches, not its FLOPs, bound a "
                           "step)")
+    fit.add_argument("--target-parallel", choices=("none", "fsdp"), default="none",
+                     help="under torchrun, online: fsdp shards the target's decoder layers over the ranks (FSDP2; "
+                          "embedding and LM head whole on each), for a target larger than one GPU; the draft stays "
+                          "data parallel (docs/training.md)")
 
     counts = sub.add_parser("token-counts", help="count the target's response tokens in regenerated data and write "
                                                  "them beside a draft (its frequency-ranked draft vocabulary, FR-Spec)")
@@ -202,9 +207,19 @@ def _fit(args) -> int:
     if init_mode is not None and args.mode not in (None, init_mode):
         raise ValueError(f"--init {args.init} is a draft of mode {init_mode}, not {args.mode}: drop --mode or start a "
                          f"new draft")
-    rank, _, device = init_distributed()
-    model, tok = _load(args.target, args.dtype)
-    model.to(device)
+    rank, world, device = init_distributed()
+    if args.target_parallel != "none":
+        from transformers import AutoTokenizer
+
+        from dspark.train.target_parallel import check_target_parallel, load_sharded_target
+
+        check_target_parallel(args.target_parallel, world, online=bool(args.data),
+                              hidden_cache_bytes=int(args.hidden_cache_gib * 2**30))
+        model = load_sharded_target(args.target, getattr(torch, args.dtype), device)
+        tok = AutoTokenizer.from_pretrained(args.target)
+    else:
+        model, tok = _load(args.target, args.dtype)
+        model.to(device)
     if args.init:
         draft = load_draft(args.init, device=device)
         from dspark.train.grow import grow_draft, widen_draft

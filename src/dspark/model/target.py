@@ -54,7 +54,7 @@ class Target:
                 raise TargetMismatchError(
                     f"layer id {i} is out of range for a {self.num_layers}-layer target; use ids in "
                     f"[-1, {self.num_layers - 2}] (HF convention: id i is the output of decoder layer i)")
-        self.layers, self.norm = _decoder_parts(model)
+        self.layers, self.norm = decoder_parts(model)
 
     @classmethod
     def from_pretrained(cls, path: str | Path, layer_ids: Sequence[int], dtype: torch.dtype = torch.float32,
@@ -138,7 +138,7 @@ class Target:
         return TargetOutput(logits=out.logits.float(), features=features, last_hidden=captured[len(self.layers)])
 
 
-def _decoder_parts(model: nn.Module) -> tuple[nn.ModuleList, nn.Module]:
+def decoder_parts(model: nn.Module) -> tuple[nn.ModuleList, nn.Module]:
     """The decoder layer list and the final norm of an HF causal LM (Llama / Qwen / Mistral / DeepSeek: `layers`,
     `norm`; GPT-2 style: `h`, `ln_f`)."""
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", model)
