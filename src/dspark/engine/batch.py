@@ -15,6 +15,7 @@ prompt; sampled output follows the target's distribution.
 """
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -259,8 +260,10 @@ class BatchEngine:
                            context: int | None = None) -> StepCostTable:
         """Time whole rounds at `batch` rows: one draft block (paid whatever is verified) + the verify step with every
         row at width T, for T in `widths` (default 1 … γ+1), attending to a `context`-position window (default: the
-        whole cache) -> a StepCostTable over the verify width T. Latency is made non-decreasing in T (a wider verify
-        never costs less; a timing dip must not stop Algorithm 1 early). Greedy; runs on idle rows."""
+        whole cache) -> a StepCostTable over the verify width T. The widths are timed in turn, `repeats` times over,
+        and each width keeps its median round, so a burst of load on a shared machine lands on one sample of every
+        width rather than on all samples of one. Latency is made non-decreasing in T (a wider verify never costs
+        less; a timing dip must not stop Algorithm 1 early). Greedy; runs on idle rows."""
         self._end_session()
         widths = list(widths) if widths is not None else list(range(1, self.round.gamma_max + 2))
         b = self.width_rows(batch)
@@ -274,15 +277,20 @@ class BatchEngine:
             self.round.lengths[:b] = t - 1  # every row verifies t − 1 drafts
             self.verify(b, t, window)
 
-        latency, slowest = {}, 0.0
-        for t in sorted(widths):
+        widths = sorted(widths)
+        for t in widths:
             one_round(t)  # warm-up (and graph capture)
-            synchronize()
-            began = time.perf_counter()
-            for _ in range(repeats):
+        samples: dict[int, list[float]] = {t: [] for t in widths}
+        for _ in range(max(1, repeats)):
+            for t in widths:
+                synchronize()
+                began = time.perf_counter()
                 one_round(t)
-            synchronize()
-            slowest = max(slowest, 1000.0 * (time.perf_counter() - began) / repeats)
+                synchronize()
+                samples[t].append(1000.0 * (time.perf_counter() - began))
+        latency, slowest = {}, 0.0
+        for t in widths:
+            slowest = max(slowest, statistics.median(samples[t]))
             latency[t] = slowest
         return StepCostTable.from_latency_ms(latency)
 
