@@ -76,9 +76,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     fit.add_argument("--block-size", type=int, default=7)
     fit.add_argument("--layers", help="target layer ids (default: 5 spread over the target)")
     fit.add_argument("--markov-rank", type=int, default=256,
-                     help="Markov head rank (the paper's 256; its head holds 2·V·r parameters). On SmolLM2 (V 49,152) "
-                          "rank 32 held the same held-out τ as 256 at 1/8 of the head's size "
-                          "(benchmarks/results/smollm2/ \"Run 14\")")
+                     help="Markov head rank (the paper's 256; its head holds 2·V·r parameters, so a small target "
+                          "vocabulary's draft can take a far lower rank: benchmarks/results/smollm2/)")
     fit.add_argument("--markov-head", choices=("vanilla", "gated", "rnn"), default="vanilla")
     fit.add_argument("--mask-token-id", type=int)
     fit.add_argument("--steps", type=int, default=1000)
