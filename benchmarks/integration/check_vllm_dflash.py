@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +26,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import vllm_server  # noqa: E402
 from common import dspark_cli, record  # noqa: E402
 
 COUNTERS = ("vllm:spec_decode_num_drafts_total", "vllm:spec_decode_num_draft_tokens_total",
@@ -79,39 +78,7 @@ def observed_counts(before: dict[str, float], after: dict[str, float], drafts_pe
 
 def start_server(work: Path, draft: Path, drafts_per_round: int, port: int, log: Path) -> subprocess.Popen:
     spec = json.dumps({"method": "dflash", "model": str(draft), "num_speculative_tokens": drafts_per_round})
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-           "VLLM_NO_USAGE_STATS": "1", "VLLM_CACHE_ROOT": str(work / "vllm-cache")}
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(work / "target"),
-               "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32", "--enforce-eager",
-               "--max-model-len", "512", "--speculative-config", spec]
-    with log.open("w") as handle:
-        return subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-
-
-def wait_healthy(base: str, server: subprocess.Popen, log: Path, timeout: float) -> float:
-    began = time.time()
-    while time.time() - began < timeout:
-        if server.poll() is not None:
-            raise RuntimeError(f"vLLM exited with status {server.returncode}; last log lines:\n"
-                               + "\n".join(log.read_text().splitlines()[-25:]))
-        try:
-            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                return time.time() - began
-        except httpx.HTTPError:
-            pass
-        time.sleep(2)
-    raise RuntimeError(f"vLLM did not become healthy within {timeout:.0f} s (log: {log})")
-
-
-def stop_server(server: subprocess.Popen) -> None:
-    """SIGTERM our server's process group (we started it with a new session), then SIGKILL what is left."""
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=10)
+    return vllm_server.start_server(sys.executable, work / "target", port, work, log, ("--speculative-config", spec))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     server = start_server(work, export, drafts_per_round, args.port, log)
     rows = []
     try:
-        startup = wait_healthy(base, server, log, args.startup_timeout)
+        startup = vllm_server.wait_healthy(base, server, log, args.startup_timeout)
         for run in ours["runs"]:
             before = read_metrics(base)
             reply = httpx.post(f"{base}/v1/completions", timeout=300, json={
@@ -151,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         log_lines = [line for line in log.read_text().splitlines()
                      if "Resolved architecture" in line or "SpecDecoding metrics" in line][:6]
     finally:
-        stop_server(server)
+        vllm_server.stop_server(server)
     table = Table(title=f"vLLM {version('vllm-cpu')} /metrics vs dspark (DFlash, greedy, {drafts_per_round} drafts)")
     for column in ("prompt", "tokens", "drafts dspark / vLLM", "accepted dspark / vLLM", "per position vLLM",
                    "result"):

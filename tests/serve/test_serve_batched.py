@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from test_serve_load import wait_for
-from test_serve_support import client, scrape, single_thread, tiny_served, value  # noqa: F401
+from serve_support import client, scrape, single_thread, tiny_served, value  # noqa: F401
 
 from dspark.config import GenerationConfig
 from dspark.engine.batch import BatchEngine

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_serve_support import client, running_server, single_thread  # noqa: F401
+from serve_support import client, running_server, single_thread  # noqa: F401
 
 from dspark.cli import main
 from dspark.cli.serve_default import choose_default, load_default

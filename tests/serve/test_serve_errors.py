@@ -7,7 +7,7 @@ import json
 import httpx
 import openai
 import pytest
-from test_serve_support import client, tiny_served, running_server, single_thread  # noqa: F401
+from serve_support import client, tiny_served, running_server, single_thread  # noqa: F401
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import time
 
 import httpx
 import pytest
-from test_serve_support import tiny_served, running_server, scrape, single_thread, value  # noqa: F401
+from serve_support import tiny_served, running_server, scrape, single_thread, value  # noqa: F401
 
 from dspark.testbed import successor_pair as tiny_successor
 from dspark.serve.model_source import ServedModel, served_model

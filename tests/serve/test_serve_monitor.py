@@ -6,7 +6,7 @@ import functools
 import json
 
 import pytest
-from test_serve_support import client, tiny_served, running_server, scrape, single_thread, value  # noqa: F401
+from serve_support import client, tiny_served, running_server, scrape, single_thread, value  # noqa: F401
 
 import dspark.deploy.monitor
 from dspark.cli import main

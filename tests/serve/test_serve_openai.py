@@ -3,7 +3,7 @@ per-request speculative stats, and lossless output (greedy text equals the targe
 from __future__ import annotations
 
 import pytest
-from test_serve_support import client, tiny_served, running_server, single_thread  # noqa: F401
+from serve_support import client, tiny_served, running_server, single_thread  # noqa: F401
 
 from dspark.config import GenerationConfig
 from dspark.engine.generate import generate

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from test_serve_batched import decoded_alone
-from test_serve_support import client, tiny_served
+from serve_support import client, tiny_served
 
 from dspark.engine.tree import TreeShape
 from dspark.serve.app import create_app

@@ -18,10 +18,9 @@ from typing import Iterator
 
 import httpx
 import pytest
-import torch
+from serve_support import single_thread, tiny_served  # noqa: F401
 
 from dspark.serve.app import create_app
-from dspark.serve.model_source import ServedModel, served_model
 from dspark.serve.server import BackgroundServer
 from dspark.serve.settings import ServeSettings
 from dspark.testbed import successor_pair
@@ -39,18 +38,6 @@ PROMPTS = [
                               ("user", "two"), ("user", "three"))),
 ]
 QUICK_RETRIES = RetryPolicy(attempts=2, base_delay=0.01, max_delay=0.05, timeout=60)
-
-
-@pytest.fixture(autouse=True)
-def single_thread():
-    """The engine worker and this test share two cores: one intra-op thread."""
-    torch.set_num_threads(1)
-    yield
-
-
-@functools.lru_cache(maxsize=None)
-def tiny_served() -> ServedModel:
-    return served_model(*successor_pair.load(), name=successor_pair.MODEL_NAME)
 
 
 @contextmanager

@@ -19,13 +19,12 @@ of each layer (features_scale [R, m], last_hidden_scale [Q]). Not here: running 
 """
 from __future__ import annotations
 
-import gzip
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from dspark.train.data import DataError
+from dspark.train.data import iter_examples
 
 FORMAT = "dspark-compact-hidden-states"
 INDEX_NAME = "index.json"
@@ -161,22 +160,8 @@ def shard_totals(rows: Sequence[SequenceRows], members: Sequence[int]) -> tuple[
 def iter_data_rows(path: str | Path, max_length: int | None = None) -> Iterator[SequenceRows]:
     """The rows each example of a data JSONL (`dspark train regenerate`'s, .gz too) keeps, one line at a time (ids
     as `read_examples` names them; cut to `max_length` as it does)."""
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: no such file; give the examples JSONL from `dspark train regenerate`")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                ids, mask = record["input_ids"], record["loss_mask"]
-            except (json.JSONDecodeError, KeyError) as err:
-                raise DataError(f"{path}:{n}: not an example record ({err})") from None
-            if len(ids) != len(mask):
-                raise DataError(f"{path}:{n}: input_ids and loss_mask differ in length")
-            yield rows_read(str(record.get("id", n)), mask[:max_length] if max_length else mask)
+    for example in iter_examples(path, max_length):
+        yield rows_read(example.id, example.loss_mask)
 
 
 @dataclass(frozen=True)

@@ -116,26 +116,32 @@ def render_prompt(prompt: Prompt, tokenizer) -> list[int]:
     return tokenizer(prompt.text, add_special_tokens=False)["input_ids"]
 
 
-def read_examples(path: str | Path, max_length: int | None = None) -> list[Example]:
+def iter_examples(path: str | Path, max_length: int | None = None) -> Iterator[Example]:
     """Examples written by the regeneration step (JSONL: id, input_ids, loss_mask; gzipped when the name ends .gz),
-    truncated to `max_length`."""
-    examples = []
+    one line at a time, truncated to `max_length`."""
     path = Path(path)
-    text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            ids, mask = record["input_ids"], record["loss_mask"]
-        except (json.JSONDecodeError, KeyError) as err:
-            raise DataError(f"{path}:{n}: not an example record ({err})") from None
-        if len(ids) != len(mask):
-            raise DataError(f"{path}:{n}: input_ids and loss_mask differ in length")
-        if max_length:
-            ids, mask = ids[:max_length], mask[:max_length]
-        examples.append(Example(str(record.get("id", n)), tuple(ids), tuple(mask)))
-    return examples
+    if not path.is_file():
+        raise DataError(f"{path}: no such file; give the examples JSONL from `dspark train regenerate`")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                ids, mask = record["input_ids"], record["loss_mask"]
+            except (json.JSONDecodeError, KeyError) as err:
+                raise DataError(f"{path}:{n}: not an example record ({err})") from None
+            if len(ids) != len(mask):
+                raise DataError(f"{path}:{n}: input_ids and loss_mask differ in length")
+            if max_length:
+                ids, mask = ids[:max_length], mask[:max_length]
+            yield Example(str(record.get("id", n)), tuple(ids), tuple(mask))
+
+
+def read_examples(path: str | Path, max_length: int | None = None) -> list[Example]:
+    """Every example of a regeneration JSONL (`iter_examples`), in order."""
+    return list(iter_examples(path, max_length))
 
 
 def write_examples(examples: Iterable[Example], path: str | Path) -> None:
