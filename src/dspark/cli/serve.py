@@ -38,6 +38,9 @@ def register(parser: argparse.ArgumentParser) -> None:
     net = parser.add_argument_group("network")
     net.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     net.add_argument("--port", type=int, default=8000, help="TCP port (default 8000; 0 picks a free one)")
+    net.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
+                     help="on SIGTERM / SIGINT stop taking requests (503) and let in-flight ones finish for up to S "
+                          "seconds, then cut them with an error; a second signal stops at once (default 30)")
     net.add_argument("--api-key", default=os.environ.get("DSPARK_API_KEY"),
                      help="require 'Authorization: Bearer KEY' on every route but /health (default: $DSPARK_API_KEY)")
     engine = parser.add_argument_group("engine")
@@ -110,6 +113,9 @@ def run(args: argparse.Namespace) -> int:
             tree_score_temperature=args.tree_score_temperature, spec_metrics=args.per_request_spec_metrics)
         if args.threads is not None and args.threads < 1:
             raise ValueError("--threads must be >= 1")
+        from dspark.serve.drain import check_drain_timeout
+
+        check_drain_timeout(args.drain_timeout)
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # loading bars would garble stderr, which carries our one-line errors
@@ -134,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"dspark serve: {served.name} ({spec}) on {url} — OpenAI base URL {url}/v1, metrics {url}/metrics",
                   flush=True)
 
-        serve_forever(app, settings.host, settings.port, args.log_level, on_ready=ready)
+        return serve_forever(app, settings.host, settings.port, args.log_level, on_ready=ready,
+                             drain_timeout=args.drain_timeout)
     except (ValueError, OSError) as exc:  # setup errors say what to change; OSError: unreadable model files
         print(f"dspark serve: error: {exc}", file=sys.stderr)
         return 2

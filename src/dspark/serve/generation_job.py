@@ -4,7 +4,8 @@ A `TokenSink` turns the request's committed tokens into text (`detokenize`), app
 (`stop_strings`), updates the Prometheus metrics live (tokens, every verify round's drafts / accepted, TTFT,
 inter-token latency) and tallies the per-request speculative stats; the scheduler feeds the sink from its decode
 loop (`scheduler`). Events cross from the engine thread to the event loop through an `EventChannel`: text pieces (`str`), then one `Finished` or
-`Failed`. A cancelled job (the client went away) stops between tokens with finish reason "abort".
+`Failed`. A cancelled job (the client went away) stops between tokens with finish reason "abort"; a job the
+server cut while shutting down fails with a 503 (`shut_out`).
 No HTTP and no queueing here (see `app` and `scheduler`); no speculative algorithm either (see `dspark.engine`).
 """
 from __future__ import annotations
@@ -39,6 +40,8 @@ class Finished:
 @dataclass(frozen=True)
 class Failed:
     message: str
+    status: int = 500  # the HTTP status of a non-streamed answer
+    code: str = "generation_failed"  # the error body's code
 
 
 Event = str | Finished | Failed
@@ -142,6 +145,12 @@ class GenerationJob:
     def skip(self) -> None:
         self.metrics.finished("abort")
         self.channel.put(Finished("abort", len(self.request.prompt_ids), 0, None))
+
+    def shut_out(self) -> None:
+        """The server is shutting down before this request finished (queued or running): tell the client (503)."""
+        self.metrics.finished("abort")
+        self.channel.put(Failed("the server shut down before this request finished; retry it", status=503,
+                                code="server_shutting_down"))
 
     def fail(self, exc: Exception) -> None:
         """The engine refused or failed this request: tell the client."""

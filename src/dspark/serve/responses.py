@@ -3,7 +3,8 @@
 Streams follow the OpenAI conventions: `data: {chunk}` lines, the chat stream opens with the assistant role,
 the last content chunk carries `finish_reason`, then — only with `stream_options.include_usage` — a chunk with
 empty `choices`, the `usage` and `metrics.speculative_decoding` (where vLLM puts them), then `data: [DONE]`.
-An engine failure mid-stream becomes a `data: {"error": ...}` event. No generation or validation here.
+An engine failure mid-stream, or a stream cut by the server's shutdown, becomes a `data: {"error": ...}` event
+(then `data: [DONE]`). No generation or validation here.
 """
 from __future__ import annotations
 
@@ -42,14 +43,15 @@ class ResponseHeader:
 
 
 async def collect(channel: EventChannel) -> tuple[str, Finished]:
-    """Wait for the whole completion: its text and how it finished (an engine failure is a 500)."""
+    """Wait for the whole completion: its text and how it finished (an engine failure is a 500, a request cut by the
+    server's shutdown a 503)."""
     pieces: list[str] = []
     while True:
         event = await channel.get()
         if isinstance(event, str):
             pieces.append(event)
         elif isinstance(event, Failed):
-            raise APIError(500, event.message, code="generation_failed")
+            raise APIError(event.status, event.message, code=event.code)
         else:
             return "".join(pieces), event
 
@@ -93,7 +95,7 @@ async def sse_stream(header: ResponseHeader, channel: EventChannel, include_usag
         if isinstance(event, str):
             yield _chunk(header, text=event)
         elif isinstance(event, Failed):
-            yield f"data: {json.dumps(error_body(APIError(500, event.message, code='generation_failed')))}\n\n"
+            yield f"data: {json.dumps(error_body(APIError(event.status, event.message, code=event.code)))}\n\n"
             break
         else:
             yield _chunk(header, text=None if header.chat else "", finish=event.reason)

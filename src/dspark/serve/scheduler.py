@@ -111,7 +111,8 @@ class BatchScheduler(JobCounts):
             self._cond.notify()
 
     def close(self, timeout: float = 5.0) -> None:
-        """Stop taking jobs, abort the running and queued ones, and join the engine thread."""
+        """Stop taking jobs, fail the running and queued ones with a 503 'shutting down' error (the engine thread
+        does it after its current round), and join the engine thread."""
         with self._cond:
             self._closed = True
             self._cond.notify()
@@ -132,13 +133,20 @@ class BatchScheduler(JobCounts):
             except Exception as exc:  # the engine failed: every running request fails, the next session starts clean
                 log.exception("batched generation failed")
                 self._fail_running(exc)
-        for request_id in list(self._live):
-            self._end(request_id, cancel=True)
+        for request_id in list(self._live):  # closed: whatever still runs or waits is cut
+            job, _ = self._live.pop(request_id)
+            self._session.cancel(request_id)
+            job.shut_out()
+            with self._cond:
+                self._changed(0, -1)
         with self._cond:
-            skipped, self._pending = list(self._pending), deque()
-            self._changed(-len(skipped), 0)
-        for job in skipped:
-            job.skip()
+            queued, self._pending = list(self._pending), deque()
+            self._changed(-len(queued), 0)
+        for job in queued:
+            if job.cancelled():
+                job.skip()
+            else:
+                job.shut_out()
 
     def _take(self) -> tuple[list[GenerationJob], list[GenerationJob]]:
         """Jobs to skip (cancelled while queued) and jobs to add now, in FIFO order, under the head-of-line rule."""

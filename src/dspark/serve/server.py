@@ -1,7 +1,9 @@
 """Run the app under uvicorn: in the foreground (`dspark serve`) or on a background thread (tests, benchmarks).
 
 The listening socket is bound here before uvicorn starts, so port 0 gets a free ephemeral port whose number is
-known (and printed) before the first request. No routes or models here.
+known (and printed) before the first request. Shutting down drains (`drain`): SIGTERM / SIGINT, or leaving a
+`BackgroundServer`, let in-flight requests finish for up to the drain timeout, then cut them through the app's
+scheduler (`app.state.pool.close()`). No routes or models here.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from typing import Callable
 import uvicorn
 from fastapi import FastAPI
 
+from dspark.serve.drain import DEFAULT_DRAIN_TIMEOUT, DrainGate, DrainingServer, DrainState
 from dspark.serve.model_source import ServeSetupError
 
 
@@ -40,38 +43,51 @@ def base_url(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _uvicorn(app: FastAPI, log_level: str) -> uvicorn.Server:
-    config = uvicorn.Config(app, log_level=log_level, access_log=log_level == "debug", timeout_graceful_shutdown=5,
+def _cut_in_flight(app: FastAPI) -> None:
+    """End the requests still running or queued (they fail with a 503 'shutting down' error)."""
+    pool = getattr(app.state, "pool", None)
+    if pool is not None:
+        pool.close()
+
+
+def _uvicorn(app: FastAPI, log_level: str, drain_timeout: float) -> DrainingServer:
+    state = DrainState()
+    config = uvicorn.Config(DrainGate(app, state), log_level=log_level, access_log=log_level == "debug",
                             lifespan="on")
-    return uvicorn.Server(config)
+    return DrainingServer(config, state, drain_timeout, on_cut=lambda: _cut_in_flight(app))
 
 
 def serve_forever(app: FastAPI, host: str, port: int, log_level: str = "info",
-                  on_ready: Callable[[str], None] = lambda url: None) -> None:
-    """Serve until interrupted (Ctrl-C / SIGTERM); `on_ready(url)` runs once the socket is bound."""
+                  on_ready: Callable[[str], None] = lambda url: None,
+                  drain_timeout: float = DEFAULT_DRAIN_TIMEOUT) -> int:
+    """Serve until SIGTERM / SIGINT, then drain (see `drain`); `on_ready(url)` runs once the socket is bound.
+    Returns the exit status: 0 after a drain, 130 when a second signal cut it short."""
+    server = _uvicorn(app, log_level, drain_timeout)
     sock = bind_socket(host, port)
     on_ready(base_url(sock))
     try:
-        _uvicorn(app, log_level).run(sockets=[sock])
+        server.run(sockets=[sock])
     finally:
         sock.close()
+    return server.exit_status
 
 
 class BackgroundServer:
     """`with BackgroundServer(app) as url:` serves `app` on a loopback port from a thread, then shuts it down."""
 
     def __init__(self, app: FastAPI, host: str = "127.0.0.1", port: int = 0, log_level: str = "warning",
-                 start_timeout: float = 60.0):
+                 start_timeout: float = 60.0, drain_timeout: float = 5.0):
         self.app, self.host, self.port, self.log_level, self.start_timeout = app, host, port, log_level, start_timeout
+        self.drain_timeout = drain_timeout
         self.url = ""
-        self._server: uvicorn.Server | None = None
+        self._server: DrainingServer | None = None
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
 
     def __enter__(self) -> str:
         self._sock = bind_socket(self.host, self.port)
         self.url = base_url(self._sock)
-        self._server = _uvicorn(self.app, self.log_level)
+        self._server = _uvicorn(self.app, self.log_level, self.drain_timeout)
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
                                         name="dspark-serve", daemon=True)
         self._thread.start()
@@ -87,6 +103,6 @@ class BackgroundServer:
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:
-            self._thread.join(self.start_timeout)
+            self._thread.join(self.start_timeout + self.drain_timeout)
         if self._sock is not None:
             self._sock.close()
