@@ -41,8 +41,13 @@ def register(parser: argparse.ArgumentParser) -> None:
     net.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
                      help="on SIGTERM / SIGINT stop taking requests (503) and let in-flight ones finish for up to S "
                           "seconds, then cut them with an error; a second signal stops at once (default 30)")
-    net.add_argument("--api-key", default=os.environ.get("DSPARK_API_KEY"),
-                     help="require 'Authorization: Bearer KEY' on every route but /health (default: $DSPARK_API_KEY)")
+    net.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on every route but /health (visible to "
+                                        "other users in the process list: prefer --api-key-file or $DSPARK_API_KEY)")
+    net.add_argument("--api-key-file", metavar="PATH",
+                     help="read the API key from this file (surrounding whitespace dropped); give the key one way only: "
+                          "--api-key, --api-key-file or $DSPARK_API_KEY")
+    net.add_argument("--request-timeout", type=float, default=30.0, metavar="S",
+                     help="seconds a client has to send its whole request body, else 408 (default 30)")
     engine = parser.add_argument_group("engine")
     engine.add_argument("--max-concurrency", type=int, default=4, help="sequences generated at once (default 4)")
     engine.add_argument("--max-model-len", type=int,
@@ -101,12 +106,14 @@ def run(args: argparse.Namespace) -> int:
 
         from dspark.cli.serve_default import load_default
         from dspark.serve.app import create_app
+        from dspark.serve.auth import resolve_api_key
         from dspark.serve.model_source import load_served_model
         from dspark.serve.server import serve_forever
         from dspark.serve.settings import ServeSettings
 
         settings = ServeSettings(
-            host=args.host, port=args.port, api_key=args.api_key, max_concurrency=args.max_concurrency,
+            host=args.host, port=args.port, api_key=resolve_api_key(args.api_key, args.api_key_file, os.environ),
+            request_timeout=args.request_timeout, max_concurrency=args.max_concurrency,
             max_queue=args.max_queue, max_model_len=args.max_model_len, max_drafts=args.max_drafts,
             confidence_threshold=args.confidence_threshold, algorithm1=args.algorithm1,
             tree_nodes=args.tree_nodes, tree_beam=args.tree_beam, tree_max_rows=args.tree_max_rows,

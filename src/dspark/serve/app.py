@@ -1,16 +1,18 @@
 """The FastAPI application: OpenAI-compatible routes over the engine scheduler, plus /health and /metrics.
 
 Routes: POST /v1/completions, POST /v1/chat/completions (both with SSE streaming), GET /v1/models, GET /health
-(always open), GET /metrics (Prometheus text). A request is read and validated here (bad input → 4xx with an
-OpenAI error body), planned (`request_plan`), queued to the scheduler (`scheduler.BatchScheduler`, one engine
-batch for every target) and answered from the job's events (`responses`). A client that disconnects cancels its
-job, which frees its row. The scheduler starts and stops with the app's
+(always open), GET /metrics (Prometheus text). A request's body is read here, within --request-timeout (else 408);
+it is parsed, validated (bad input → 4xx with an OpenAI error body) and planned (`request_plan`, which tokenizes) in
+a worker thread, so no request holds up the event loop; then it is queued to the scheduler
+(`scheduler.BatchScheduler`, one engine batch for every target; a full queue is a 429 with Retry-After) and answered
+from the job's events (`responses`). A client that disconnects cancels its job, which frees its row. The scheduler
+starts and stops with the app's
 lifespan. No generation logic here.
 """
 from __future__ import annotations
 
 import asyncio
-import json
+import threading
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -25,7 +27,9 @@ from dspark.serve.errors import APIError, install_error_handlers, validation_err
 from dspark.serve.generation_job import EventChannel, GenerationJob
 from dspark.serve.metrics import CONTENT_TYPE, ServerMetrics
 from dspark.serve.model_source import ServedModel, ServeSetupError
-from dspark.serve.request_plan import plan_request
+from dspark.serve.prompts import max_token_bytes
+from dspark.serve.request_body import parse_json_object, read_body
+from dspark.serve.request_plan import EngineRequest, plan_request
 from dspark.serve.responses import ResponseHeader, collect, full_response, sse_stream
 from dspark.serve.scheduler import BatchScheduler, QueueFullError
 from dspark.serve.schemas import ChatCompletionRequest, CompletionRequest, ModelCard, ModelList, dump
@@ -75,32 +79,6 @@ def _require_confidence_head(served: ServedModel) -> None:
         raise ServeSetupError("--algorithm1 schedules on the draft's confidence head; this draft has none")
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-async def read_json(request: Request, limit: int) -> dict[str, Any]:
-    """The request body as a JSON object, or a 4xx saying what is wrong with it."""
-    length = request.headers.get("content-length", "")
-    if length.isdigit() and int(length) > limit:
-        raise APIError(413, f"the request body ({length} bytes) exceeds the {limit}-byte limit", code="body_too_large")
-    body = bytearray()
-    async for piece in request.stream():
-        body += piece
-        if len(body) > limit:
-            raise APIError(413, f"the request body exceeds the {limit}-byte limit", code="body_too_large")
-    if not body.strip():
-        raise APIError(400, "the request body is empty; send a JSON object", code="invalid_json")
-    try:
-        data = json.loads(bytes(body), parse_constant=_reject_constant)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError and bad UTF-8 are ValueErrors
-        raise APIError(400, f"malformed JSON body: {exc}", code="invalid_json") from None
-    if not isinstance(data, dict):
-        raise APIError(400, f"the request body must be a JSON object, got a JSON {type(data).__name__}",
-                       code="invalid_json")
-    return data
-
-
 async def _cancel_on_disconnect(request: Request, job: GenerationJob) -> None:
     """Cancel `job` when the client disconnects (the body is already read, so the next message is the close)."""
     while True:
@@ -116,6 +94,7 @@ def create_app(served: ServedModel, settings: ServeSettings = ServeSettings()) -
     if settings.algorithm1:
         _require_confidence_head(served)  # refused before the server starts, as every other setup error
     tree_shape(served, settings)  # likewise
+    max_token_bytes(served.tokenizer)  # the prompt byte bound (request_plan), listed once here rather than on a request
     metrics = ServerMetrics(served.name, spec_tokens)
 
     @asynccontextmanager
@@ -132,19 +111,29 @@ def create_app(served: ServedModel, settings: ServeSettings = ServeSettings()) -
     if settings.api_key:
         app.add_middleware(BearerAuth, api_key=settings.api_key)
 
-    async def generate(request: Request, chat: bool) -> Response:
-        body = await read_json(request, settings.max_request_bytes)
+    tokenizing = threading.Lock()  # one tokenizer call at a time: HF fast tokenizers are not reentrant
+
+    def prepare(body: bytes, chat: bool) -> EngineRequest:
+        """JSON → validated request → EngineRequest: CPU work, run in a worker thread off the event loop."""
+        data = parse_json_object(body)
         try:
-            parsed = (ChatCompletionRequest if chat else CompletionRequest).model_validate(body)
+            parsed = (ChatCompletionRequest if chat else CompletionRequest).model_validate(data)
         except ValidationError as exc:
             raise validation_error(exc) from None
-        plan = plan_request(parsed, served, settings)
+        with tokenizing:
+            return plan_request(parsed, served, settings)
+
+    async def generate(request: Request, chat: bool) -> Response:
+        body = await read_body(request, settings.max_request_bytes, settings.request_timeout)
+        plan = await asyncio.to_thread(prepare, body, chat)
+        del body
         channel = EventChannel(asyncio.get_running_loop())
         job = GenerationJob(plan, served, metrics, channel, spec_tokens, settings.spec_metrics)
         try:
             request.app.state.pool.submit(job)
         except QueueFullError as exc:
-            raise APIError(429, f"the server is busy: {exc}; retry later", code="queue_full") from None
+            raise APIError(429, f"the server is busy: {exc}; retry after {settings.retry_after} s", code="queue_full",
+                           headers={"Retry-After": str(settings.retry_after)}) from None
         header = ResponseHeader.new(chat, served.name)
         watcher = asyncio.create_task(_cancel_on_disconnect(request, job))
         if plan.stream:

@@ -18,25 +18,33 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 log = logging.getLogger("dspark.serve")
 
 _TYPES = {400: "invalid_request_error", 401: "authentication_error", 404: "not_found_error",
-          405: "invalid_request_error", 413: "invalid_request_error", 429: "rate_limit_error"}
+          405: "invalid_request_error", 408: "invalid_request_error", 413: "invalid_request_error",
+          429: "rate_limit_error"}
 
 
 class APIError(Exception):
     """A request the server refuses; `status` is the HTTP status, the rest goes into the error body."""
 
     def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-                 type_: str | None = None):
+                 type_: str | None = None, headers: dict[str, str] | None = None):
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
+        self.headers = headers  # e.g. Retry-After on a 429
         self.type = type_ or _TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
 
 
+def _utf8(text: str | None) -> str | None:
+    """`text` with anything UTF-8 cannot encode (lone surrogates a client sent) spelled as an escape."""
+    return None if text is None else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def error_body(error: APIError) -> dict[str, Any]:
-    return {"error": {"message": error.message, "type": error.type, "param": error.param, "code": error.code}}
+    return {"error": {"message": _utf8(error.message), "type": error.type, "param": _utf8(error.param),
+                      "code": error.code}}
 
 
 def error_response(error: APIError) -> JSONResponse:
-    return JSONResponse(error_body(error), status_code=error.status)
+    return JSONResponse(error_body(error), status_code=error.status, headers=error.headers)
 
 
 _TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "none"}

@@ -2,14 +2,31 @@
 
 Chat uses the tokenizer's own chat template when it has one (with the assistant generation prompt appended);
 otherwise a plain fallback: one `Role: content` paragraph per message, then `Assistant:`. Token-id prompts are
-checked against the vocabulary. Context-length limits are checked in `request_plan`, not here.
+checked against the vocabulary. Context-length limits are checked in `request_plan`, not here; `max_token_bytes`
+gives it the bound that refuses a text too long to fit before it is tokenized.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
 from dspark.serve.errors import APIError
 from dspark.serve.schemas import ChatMessage
+
+
+@functools.lru_cache(maxsize=8)
+def max_token_bytes(tokenizer: Any) -> int | None:
+    """The most UTF-8 bytes one token of `tokenizer` spells (its longest vocabulary entry, special tokens included),
+    so a text of B bytes encodes to at least B / this many tokens; None when the vocabulary cannot be listed.
+
+    A vocabulary entry's own spelling is never shorter than the input it covers (byte-level BPE spells a byte with one
+    character, SentencePiece a space with `▁`, a byte-fallback token a byte with `<0xNN>`), so the bound is safe."""
+    try:
+        vocab = tokenizer.get_vocab()
+    except Exception:  # a tokenizer without a listable vocabulary: no bound, the prompt is tokenized
+        return None
+    longest = max((len(token.encode("utf-8", "surrogatepass")) for token in vocab), default=0)
+    return longest or None
 
 
 def completion_prompt_ids(prompt: str | list[int], tokenizer: Any, vocab_size: int) -> list[int]:

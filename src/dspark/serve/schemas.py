@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_STOP_STRINGS = 16
+MAX_STOP_CHARS = 1024  # per stop string: the matcher holds back up to this much text per streamed piece
 MAX_SEED = 2**63 - 1
 
 
@@ -59,6 +60,8 @@ class SamplingRequest(_Request):
             raise ValueError(f"at most {MAX_STOP_STRINGS} stop strings are allowed, got {len(items)}")
         if any(s == "" for s in items):
             raise ValueError("stop strings must not be empty")
+        if any(len(s) > MAX_STOP_CHARS for s in items):
+            raise ValueError(f"a stop string may hold at most {MAX_STOP_CHARS} characters")
         return tuple(dict.fromkeys(items))
 
 

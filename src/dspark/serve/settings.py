@@ -29,6 +29,8 @@ class ServeSettings:
     spec_metrics: str = "summary"  # per-request `metrics.speculative_decoding`: none | summary | detailed
     default_completion_tokens: int = 16  # /v1/completions max_tokens when the request leaves it out (OpenAI's)
     max_request_bytes: int = 8 * 1024 * 1024
+    request_timeout: float = 30.0  # seconds a client has to send its whole request body (else 408)
+    retry_after: int = 1  # the Retry-After header (seconds) on a 429
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -57,5 +59,9 @@ class ServeSettings:
                                   "--confidence-threshold and --algorithm1, or --tree-nodes")
         if self.spec_metrics not in SPEC_METRICS_LEVELS:
             raise ServeSetupError(f"--per-request-spec-metrics must be one of {', '.join(SPEC_METRICS_LEVELS)}")
+        if not 0 < self.request_timeout < float("inf"):
+            raise ServeSetupError("--request-timeout must be > 0 seconds")
+        if self.retry_after < 1:
+            raise ServeSetupError("retry_after must be >= 1 second")
         if self.default_completion_tokens < 1 or self.max_request_bytes < 1024:
             raise ServeSetupError("default_completion_tokens must be >= 1 and max_request_bytes >= 1024")
