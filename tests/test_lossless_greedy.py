@@ -26,7 +26,7 @@ def oracle_proposer(reference, corrupt, rng, vocab):
     output) after each row's anchor, each token corrupted with probability `corrupt`."""
     sequence = list(reference)
 
-    def propose(self, anchor, start, rows, config, generator, window=None, confidence=True):
+    def propose(self, anchor, start, rows, config, generator, window=None, confidence=True, row_sampling=None):
         gamma = self.draft.config.num_draft_tokens
         blocks = []
         for position in start.tolist():  # the anchor's position

@@ -110,13 +110,13 @@ class BatchEngine:
         return min(window, self.backend.max_length)
 
     def propose(self, b: int, window: int) -> None:
-        if self.graphs is not None and self.graphs.supports(self.round.config):
+        if self.graphs is not None and self.graphs.supports():
             self.graphs.propose(b, window)
         else:
             self.round.propose(b, window)
 
     def verify(self, b: int, t: int, window: int) -> None:
-        if self.graphs is not None and self.graphs.supports(self.round.config):
+        if self.graphs is not None and self.graphs.supports():
             self.graphs.verify(b, t, window)
         else:
             self.round.verify(b, t, window)
@@ -125,7 +125,7 @@ class BatchEngine:
         """(entries, width, graphed) of a prefill of k prompts, the longest `longest` tokens: with CUDA graphs a
         bucket of entries × a power of two from 64 tokens (few shapes), when that is at most PREFILL_GRAPH_TOKENS;
         else the exact shape, eagerly (a long prefill amortises its launches)."""
-        if self.graphs is None or not self.graphs.supports(self.round.config):
+        if self.graphs is None or not self.graphs.supports():
             return k, longest, False
         rows, width = self.width_rows(k), 64
         while width < longest:
@@ -135,9 +135,13 @@ class BatchEngine:
             return k, longest, False
         return rows, width, True
 
-    def admit(self, slots: list[int], prompts: list[list[int]], budgets: list[int]) -> list[int]:
+    def admit(self, slots: list[int], prompts: list[list[int]], budgets: list[int],
+              samplings: Sequence[tuple[GenerationConfig, int]] | None = None) -> list[int]:
         """Prefill prompts into rows `slots` together, each with its own token budget (new tokens, the first
-        included); returns each one's first new token (one sync)."""
+        included) and, with `samplings`, its own (sampling settings, seed); returns each one's first new token (one
+        sync)."""
+        for slot, (config, seed) in zip(slots, samplings or ()):
+            self.round.set_sampling(slot, config, seed)
         rows, width, graphed = self._prefill_shape(len(slots), max(len(p) for p in prompts))
         self.round.stage(slots, prompts, budgets, rows, width)
         if graphed:

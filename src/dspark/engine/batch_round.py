@@ -23,7 +23,7 @@ from dspark.engine import tree_kernel
 from dspark.engine.accept import accept_greedy, accept_sampling
 from dspark.engine.backend import TargetBackend
 from dspark.engine.schedule import Scheduling, scheduled_lengths
-from dspark.engine.sampling import processed_probs, sample
+from dspark.engine.sampling import RowSampling
 from dspark.engine.static_draft import StaticDraft
 from dspark.engine.tree import TreeDrafts, TreeShape, accept_tree, accepted_path, build_tree
 
@@ -70,6 +70,8 @@ class BatchRound:
                                     zeros(max_batch, slots, slots, dtype=torch.bool))
         self.rule = "none"
         self.generator: torch.Generator | None = None
+        self.rows = RowSampling(max_batch, device)  # each row's sampling settings and random stream
+        self._staged: tuple[list[int], list[int]] = ([], [])  # host copy of the staged prefill's slots and lengths
 
     def begin(self, config: GenerationConfig, gamma: int, generator: torch.Generator,
               scheduling: Scheduling = Scheduling(), calibration: torch.Tensor | None = None) -> None:
@@ -79,10 +81,6 @@ class BatchRound:
             raise ValueError("tree verification verifies the whole tree and drafts the draft's full block: use no "
                              "scheduling rule and the draft's own block_size, or an engine without a tree")
         self.config, self.gamma, self.generator = config, gamma, generator
-        chain_rounds = self.tree is None or self.tree.max_rows is not None  # rounds that verify the block's chain
-        if not config.greedy and self.gamma_max and self.probs is None and chain_rounds:
-            vocab = self.target.target.vocab_size
-            self.probs = torch.zeros(self.max_batch, self.gamma_max, vocab, device=self.target.device)
         has_confidence = self.draft is not None and self.draft.draft.confidence_head is not None
         self.rule = scheduling.rule if gamma and has_confidence else "none"
         if self.rule == "algorithm1":  # every batch size's table, in one copy
@@ -104,17 +102,24 @@ class BatchRound:
         return self.rule, self.gamma
 
     # --- host-driven row changes (eager) -------------------------------------------------------------------------
-    def pick(self, logits: torch.Tensor) -> torch.Tensor:
-        """The target's own choice from logits [B, V] -> [B]."""
-        if self.config.greedy:
-            return logits.argmax(-1)
-        return sample(processed_probs(logits, self.config), self.generator)
+    def set_sampling(self, slot: int, config: GenerationConfig, seed: int) -> None:
+        """A row's own sampling settings (temperature, top-p, top-k) and seed, before its prompt is prefilled."""
+        self.rows.set(slot, config, seed)
+        chain_rounds = self.tree is None or self.tree.max_rows is not None  # rounds that verify the block's chain
+        if not config.greedy and self.gamma_max and self.probs is None and chain_rounds:
+            vocab = self.target.target.vocab_size
+            self.probs = torch.zeros(self.max_batch, self.gamma_max, vocab, device=self.target.device)
+
+    def greedy(self, b: int | None = None) -> bool:
+        """Whether rows 0 … b−1 (default: every row) are all greedy: the round takes the greedy path (graph-safe)."""
+        return self.rows.greedy(self.max_batch if b is None else b)
 
     def stage(self, slots: list[int], prompts: list[list[int]], budgets: list[int], rows: int, width: int) -> None:
         """Host → the prefill buffers: entries 0 … k−1 are the prompts, right-padded to `width`, for rows `slots`,
         each with its own token budget (new tokens, the first included); entries k … rows−1 repeat entry 0 (a fixed
         shape for CUDA graphs: a repeat writes the same values into the same row, so it changes nothing)."""
         k = len(slots)
+        self._staged = (list(slots), [len(p) for p in prompts])
         ids = torch.zeros(rows, width, dtype=torch.long)  # [rows, P]
         for i, prompt in enumerate(prompts):
             ids[i, : len(prompt)] = torch.tensor(prompt)
@@ -135,7 +140,12 @@ class BatchRound:
         logits, features = self.target.forward(ids, zero, slots, logits_at=lengths - 1, window=width)  # [rows, 1, V]
         if self.draft is not None:
             self.draft.extend(features, zero, slots)
-        token = self.pick(logits[:, 0])  # [rows]
+        if self.greedy():
+            token = logits[:, 0].argmax(-1)  # [rows]
+        else:  # only staged entries are sampled (a graphed prefill is greedy, so rows == k here)
+            staged, lengths_host = self._staged
+            self.rows.reseed(lengths_host, 0, staged)
+            token = self.rows.sample(self.rows.probs(logits[:, 0], staged), staged)  # [rows]
         self.first[:rows] = token
         self.anchor[slots] = token
         self.start[slots] = lengths
@@ -143,6 +153,7 @@ class BatchRound:
         self.active.index_fill_(0, slots, True)  # a scalar fill: no host tensor to copy (graph capture)
 
     def retire(self, slot: int) -> None:
+        self.rows.set(slot, GenerationConfig(), 0)
         self.active[slot] = False
         self.budget[slot] = 0
         self.start[slot] = 0
@@ -153,6 +164,7 @@ class BatchRound:
         self.target.copy_row(source, destination)
         if self.draft is not None:
             self.draft.copy_row(source, destination)
+        self.rows.move(source, destination)
         buffers = [self.anchor, self.start, self.budget, self.active, self.drafts, self.confidence, self.lengths]
         buffers += [self.probs] if self.probs is not None else []
         buffers += list(self.trees.parts) if self.tree is not None else []  # its tree: slot 0 is its own anchor
@@ -191,8 +203,12 @@ class BatchRound:
                 buffer.copy_(value)
             self.schedule(b)
             return
+        rows = None
+        if not self.greedy(b):  # each row samples its drafts with its own settings and stream
+            rows = self.rows
+            rows.reseed(self.start[:b].tolist(), 1)
         out = self.draft.propose(self.anchor[:b], self.start[:b], None, self.config, self.generator, window,
-                                 confidence=self.rule != "none")  # only a scheduling rule reads the confidence
+                                 confidence=self.rule != "none", row_sampling=rows)  # only a rule reads confidence
         self.drafts[:b].copy_(out.tokens)  # [b, γ]
         if out.probs is not None:
             self.probs[:b].copy_(out.probs)  # [b, γ, V]
@@ -220,10 +236,11 @@ class BatchRound:
         anchor, start, lengths, g = self.anchor[:b], self.start[:b], self.lengths[:b], self.gamma_max
         tree = self.trees.rows(b)
         logits, features = self.target.forward(tree.tokens, start, window=window, tree=tree)  # [b, T, V], [b, T, F]
-        if self.config.greedy:
+        if self.greedy(b):
             choice = logits.argmax(-1)  # [b, T] the target's next token after each slot
         else:  # its own draw after each slot, independently (tree.py: the committed path is the target's sample)
-            choice = sample(processed_probs(logits, self.config), self.generator)  # [b, T]
+            self.rows.reseed(start.tolist(), 2)
+            choice = self.rows.sample(self.rows.probs(logits))  # [b, T]
         if tree_kernel.accept_usable(choice):  # one launch for what the torch ops below take ~25
             accepted, bonus, path, committed = tree_kernel.accept(*tree.parts, choice, lengths, g)
         else:
@@ -268,13 +285,15 @@ class BatchRound:
                 self.extend_stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(self.extend_stream):  # None (the CPU): the current stream
                 self.draft.extend(features, start)
-        if self.config.greedy:
+        if self.greedy(b):
             accepted, bonus = accept_greedy(drafts, lengths, logits)  # [b], [b]
-        elif t == 1:
-            accepted, bonus = torch.zeros_like(anchor), self.pick(logits[:, 0])
-        else:
-            target_probs = processed_probs(logits, self.config)  # [b, t, V]
-            accepted, bonus = accept_sampling(drafts, lengths, self.probs[:b, : t - 1], target_probs, self.generator)
+        else:  # each row by its own settings and stream, the same draws whatever the round's width (t 1 too)
+            self.rows.reseed(start.tolist(), 2)
+            target_probs = self.rows.probs(logits)  # [b, t, V]
+            draft_probs = (self.probs[:b, : t - 1] if self.probs is not None
+                           else target_probs[:, :0])  # [b, t−1, V] (no draft: t is 1)
+            accepted, bonus = accept_sampling(drafts, lengths, draft_probs, target_probs, None, self.rows,
+                                              draws=self.gamma_max)
         committed = torch.cat([drafts, torch.zeros_like(anchor)[:, None]], dim=1)  # [b, t]
         committed.scatter_(1, accepted[:, None], bonus[:, None])  # bonus right after the accepted drafts
         self._advance(b, accepted, bonus, committed)

@@ -32,7 +32,8 @@ class RoundSteps(Protocol):
 
     def check_request(self, label: object, prompt: Sequence[int], max_new_tokens: int, gamma: int) -> None: ...
 
-    def admit(self, slots: list[int], prompts: list[list[int]], budgets: list[int]) -> list[int]: ...
+    def admit(self, slots: list[int], prompts: list[list[int]], budgets: list[int],
+              samplings: Sequence[tuple[GenerationConfig, int]] | None = None) -> list[int]: ...
 
     def width_rows(self, n: int) -> int: ...
 
@@ -53,8 +54,9 @@ class Update(NamedTuple):
 
 class _Request:
     def __init__(self, request_id: Hashable, prompt: list[int], max_new_tokens: int, eos: set[int],
-                 recorder: StatsRecorder):
+                 recorder: StatsRecorder, sampling: GenerationConfig, seed: int):
         self.request_id, self.prompt, self.max_new_tokens, self.eos = request_id, prompt, max_new_tokens, eos
+        self.sampling, self.seed = sampling, seed
         self.tokens: list[int] = []
         self.recorder = recorder
         recorder.prompt_tokens += len(prompt)
@@ -101,6 +103,7 @@ class BatchSession:
         self._ahead: tuple[int, int] | None = None  # (rows, window) of a block already drafted for the rows as they are
         self._ending = 0.0  # running share of rounds in which a request ended (a waiting request then takes its row)
         self.closed = False
+        self._added = 0  # requests added so far (a seedless request's seed under a seeded session)
 
     # --- requests ------------------------------------------------------------------------------------------------
     @property
@@ -119,9 +122,14 @@ class BatchSession:
         return len(self._queue)
 
     def add(self, request_id: Hashable, prompt_ids: Sequence[int], max_new_tokens: int,
-            eos_token_ids: Sequence[int] | None = None, recorder: StatsRecorder | None = None) -> None:
+            eos_token_ids: Sequence[int] | None = None, recorder: StatsRecorder | None = None,
+            sampling: GenerationConfig | None = None) -> None:
         """Queue a request; it is admitted into a free row at the next step. eos_token_ids None: the session's.
-        `recorder`: where its acceptance is recorded (default: a new one, `recorder(request_id)`)."""
+        `recorder`: where its acceptance is recorded (default: a new one, `recorder(request_id)`). `sampling`: the
+        request's own temperature, top-p, top-k and seed (default: the session's), decoded side by side with rows
+        of other settings; its seed alone decides its samples. Without a seed of its own a request gets one from
+        the session's: the session's seed for the first request, one derived from it and the request's order for
+        the others, a random one when the session has none."""
         self._check_open()
         if request_id in self._requests:
             raise ValueError(f"request {request_id!r} is already in this session; use a new id or release it first")
@@ -130,8 +138,16 @@ class BatchSession:
         prompt = [int(t) for t in prompt_ids]
         self.engine.check_request(request_id, prompt, max_new_tokens, self.gamma)
         eos = set(self.config.eos_token_ids if eos_token_ids is None else (int(t) for t in eos_token_ids))
+        if sampling is not None and sampling.seed is not None:
+            seed = sampling.seed
+        elif self.config.seed is not None:  # the first request takes the session's seed itself
+            seed = self.config.seed if not self._added else hash((self.config.seed, self._added)) & (2**62 - 1)
+        else:
+            seed = int(torch.randint(2**62, (1,), generator=self.generator, device=self.generator.device))
+        self._added += 1
         request = _Request(request_id, prompt, max_new_tokens, eos,
-                           recorder if recorder is not None else StatsRecorder())
+                           recorder if recorder is not None else StatsRecorder(),
+                           sampling if sampling is not None else self.config, seed)
         self._requests[request_id] = request
         if max_new_tokens == 0:
             request.finish()
@@ -199,7 +215,8 @@ class BatchSession:
             batch = [self._queue.popleft() for _ in range(min(len(free), len(self._queue)))]
             for request in batch:
                 request.began = time.perf_counter()
-            firsts = engine.admit(free[: len(batch)], [r.prompt for r in batch], [r.max_new_tokens for r in batch])
+            firsts = engine.admit(free[: len(batch)], [r.prompt for r in batch], [r.max_new_tokens for r in batch],
+                                  [(r.sampling, r.seed) for r in batch])
             self._ahead = None  # new rows have no drafts yet
             for slot, request, first in zip(free, batch, firsts):
                 request.emit([first])

@@ -12,7 +12,7 @@ import torch
 
 from dspark.config import GenerationConfig
 from dspark.engine import markov_kernel
-from dspark.engine.sampling import processed_probs, sample
+from dspark.engine.sampling import RowSampling, processed_probs, sample
 from dspark.model.draft import DSparkDraft
 
 
@@ -24,13 +24,16 @@ class Proposal:
 
 
 def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tensor, config: GenerationConfig,
-                  generator: torch.Generator | None, confidence: bool = True) -> Proposal:
+                  generator: torch.Generator | None, confidence: bool = True,
+                  rows: RowSampling | None = None) -> Proposal:
     """Pick the drafts of N blocks at once, left to right through the Markov head (greedy with the vanilla or gated
     head on CUDA: `markov_kernel`, with or without a draft vocabulary). hidden [N, γ, d] are the predicting slots'
-    states, anchors [N] the tokens before slot 0. `confidence` False: no confidence logits (nothing will read them)."""
+    states, anchors [N] the tokens before slot 0. `confidence` False: no confidence logits (nothing will read them).
+    `rows`: each row samples with its own settings and stream (`RowSampling`) instead of `config` and `generator`."""
     head, vocab = draft.markov_head, draft.draft_vocab  # vocab: K frequent ids (FR-Spec) or None for all V
     n, gamma = hidden.shape[:2]
-    fused = markov_kernel.usable(head, hidden, config.greedy)
+    greedy = config.greedy if rows is None else rows.greedy(hidden.shape[0])
+    fused = markov_kernel.usable(head, hidden, greedy)
     if fused:  # one launch per slot (CUDA)
         base = draft.base_logits(hidden) if vocab is None else vocab.logits(hidden)  # [N, γ, V] or [N, γ, K]
         w1 = head.markov_w1.weight
@@ -53,11 +56,15 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
         if head is not None:
             mixed, state = head.step_features(prev, hidden[:, k], state)  # [N, r] (an RNN state advances every slot)
             logits = logits + w2(mixed)  # [N, V] fp32: the add promotes the bias exactly, no separate cast kernel
-        if config.greedy:
+        if greedy:
             token = logits.argmax(-1)  # [N]
         else:
-            q = processed_probs(logits, config)  # [N, V] (or [N, K])
-            token = sample(q, generator)
+            if rows is None:
+                q = processed_probs(logits, config)  # [N, V] (or [N, K])
+                token = sample(q, generator)
+            else:  # each row its own settings and stream
+                q = rows.probs(logits)  # [N, V] (or [N, K])
+                token = rows.sample(q)
             probs.append(q if vocab is None else vocab.widen(q))  # [N, V]
         if vocab is not None:
             token = vocab.full_ids(token)  # [N] full-vocabulary ids

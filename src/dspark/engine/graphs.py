@@ -27,8 +27,9 @@ class RoundGraphs:
         self.graphs: dict[tuple, Callable[[], None]] = {}  # replays by (step, rows, width, window[, scheduling])
         self.pool = None
 
-    def supports(self, config: GenerationConfig) -> bool:
-        return config.greedy
+    def supports(self) -> bool:
+        """Whether the round's rows are all greedy (sampling rounds run eagerly)."""
+        return self.round.greedy()
 
     def propose(self, b: int, window: int) -> None:  # the session's scheduling rule is captured with it
         self._replay(("propose", b, 0, window, self.round.schedule_key), lambda: self.round.propose(b, window))

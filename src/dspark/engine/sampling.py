@@ -31,3 +31,58 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tens
     """probs [..., V] -> one token id per row [...]."""
     flat = probs.reshape(-1, probs.shape[-1])
     return torch.multinomial(flat, 1, generator=generator).reshape(probs.shape[:-1])
+
+
+class RowSampling:
+    """Each row's own sampling settings and random stream, so one batch decodes requests with different temperature,
+    top-p, top-k and seed side by side.
+
+    A row's stream is re-seeded at every step from (its seed, its position, the step's phase), so what a row draws
+    depends on its own request alone: not on the other rows, the round's shared width, or a block drafted again after
+    an admission. Greedy rows (temperature 0) get one-hot distributions at their argmax, which rejection sampling
+    turns into exactly the greedy rule (accept while equal, the bonus is the argmax). Rows are sampled one at a time
+    (a loop over the batch): sampled rounds run eagerly."""
+
+    def __init__(self, max_batch: int, device: torch.device):
+        self.configs = [GenerationConfig()] * max_batch
+        self.seeds = [0] * max_batch
+        self.generators = [torch.Generator(device=device) for _ in range(max_batch)]
+
+    def set(self, row: int, config: GenerationConfig, seed: int) -> None:
+        self.configs[row], self.seeds[row] = config, seed
+
+    def move(self, source: int, destination: int) -> None:
+        self.configs[destination], self.seeds[destination] = self.configs[source], self.seeds[source]
+        self.configs[source] = GenerationConfig()
+
+    def greedy(self, b: int) -> bool:
+        """Whether rows 0 … b−1 are all greedy (the round can take the greedy path, and CUDA graphs)."""
+        return all(config.greedy for config in self.configs[:b])
+
+    def reseed(self, positions: list[int], phase: int, rows: list[int] | None = None) -> None:
+        """Re-seed each row for a step at its position (`rows`: which rows; default 0 … len(positions)−1; `phase`:
+        which step of the round)."""
+        for row, position in zip(rows if rows is not None else range(len(positions)), positions):
+            self.generators[row].manual_seed(hash((self.seeds[row], position, phase)) & (2**63 - 1))
+
+    def probs(self, logits: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
+        """logits [B, ..., V] of rows `rows` (default 0 … B−1) -> each one's processed distribution [B, ..., V] fp32
+        (one-hot at the argmax for a greedy row)."""
+        out = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
+        for i, row in enumerate(rows if rows is not None else range(logits.shape[0])):
+            config = self.configs[row]
+            if config.greedy:
+                out[i] = torch.nn.functional.one_hot(logits[i].argmax(-1), logits.shape[-1]).float()
+            else:
+                out[i] = processed_probs(logits[i], config)
+        return out
+
+    def sample(self, probs: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
+        """probs [B, ..., V] of rows `rows` (default 0 … B−1) -> one token per row and position [B, ...], each row
+        from its own stream."""
+        indices = rows if rows is not None else range(probs.shape[0])
+        return torch.stack([sample(probs[i], self.generators[row]) for i, row in enumerate(indices)])
+
+    def uniform(self, rows: int, count: int, device: torch.device) -> torch.Tensor:
+        """[rows, count] uniforms for rows 0 … rows−1, each from its own stream."""
+        return torch.stack([torch.rand(count, generator=self.generators[row], device=device) for row in range(rows)])

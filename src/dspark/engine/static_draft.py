@@ -17,6 +17,7 @@ from dspark.config import GenerationConfig
 from dspark.engine import cache_attention, layer_kernels
 from dspark.engine.draft_step import Proposal, decode_blocks
 from dspark.engine.fused_layers import fuse_projections, head_norms
+from dspark.engine.sampling import RowSampling
 from dspark.engine.static_target import (added_norm, aligned, attention_bias, gated, grouped_attention,
                                          kernels_serve, norm_eps, position_tables, read_rows, rms_norm, rope_tables,
                                          write_rows)
@@ -137,10 +138,10 @@ class StaticDraft:
     @torch.inference_mode()
     def propose(self, anchor: torch.Tensor, start: torch.Tensor, rows: torch.Tensor | None,
                 config: GenerationConfig, generator: torch.Generator | None, window: int | None = None,
-                confidence: bool = True) -> Proposal:
+                confidence: bool = True, row_sampling: RowSampling | None = None) -> Proposal:
         """Draft one block per row after anchor [B], which sits at position start [B] (context holds < start) ->
         tokens [B, γ], probs [B, γ, V] (sampling), confidence logits [B, γ] (with a confidence head, unless
         `confidence` is False). Attention reads positions < window (default: all), which must cover start +
-        block_size."""
+        block_size. `row_sampling`: each row samples with its own settings and stream (`RowSampling`)."""
         hidden = self.block_states(anchor, start, rows, window)
-        return decode_blocks(self.draft, hidden, anchor, config, generator, confidence)
+        return decode_blocks(self.draft, hidden, anchor, config, generator, confidence, row_sampling)

@@ -31,7 +31,7 @@ from dspark.serve.model_source import ServeSetupError
 log = logging.getLogger("dspark.serve")
 
 DEFAULT_DRAIN_TIMEOUT = 30.0  # seconds in-flight requests may run on after the first signal
-CUT_GRACE = 2.0  # seconds the cut requests get to write their error before their connections are dropped
+CUT_GRACE = 5.0  # seconds the cut requests get to write their error before their connections are dropped
 RETRY_AFTER = "5"  # seconds, on every 503 answered during the drain
 FORCED_EXIT_STATUS = 130  # a second signal skipped the drain (128 + SIGINT, as a shell reports Ctrl-C)
 SHUTDOWN_CODE = "server_shutting_down"
@@ -74,7 +74,13 @@ class DrainGate:
                 message = {**message, "headers": [*message.get("headers", ()), (b"retry-after", RETRY_AFTER.encode())]}
             await send(message)
 
-        await self.app(scope, receive, send_with_retry_after)
+        try:
+            await self.app(scope, receive, send_with_retry_after)
+        except asyncio.CancelledError:
+            if not self.state.draining:
+                raise
+            # the drain ended this request's task after its grace: its client has had its error (or is gone), and
+            # the server is exiting, so the cancellation is the expected end, not an error to log with a traceback
 
 
 async def _refuse(send: Callable) -> None:

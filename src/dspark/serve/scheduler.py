@@ -7,11 +7,9 @@ jobs into free rows of the open session, step one round, feed each request's new
 went away (a job cancelled while queued is skipped, never run). The HTTP side only calls `submit` and `close` and
 reads the waiting / running counts.
 
-Head-of-line rule: a session decodes with one set of sampling settings (temperature, top_p, top_k, seed). The queue
-is FIFO; a job whose settings differ from the open session's waits, and everything behind it waits too, until the
-session drains; then a new session opens with the head job's settings. All greedy requests share one setting, so
-greedy traffic batches fully; sampled requests batch with requests of identical settings; a seeded sampled request
-runs in a session of its own, so its seed alone decides its output. No HTTP and no speculative algorithm here.
+Every row keeps its own sampling settings (temperature, top_p, top_k) and its own seeded random stream, so greedy and
+sampled requests of any settings decode side by side in one batch, and a seeded request's output depends on its seed
+alone, whatever else runs. The queue is FIFO. No HTTP and no speculative algorithm here.
 """
 from __future__ import annotations
 
@@ -20,7 +18,6 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable
-from dataclasses import replace
 
 from dspark.config import GenerationConfig
 from dspark.engine.batch import BatchEngine
@@ -71,10 +68,10 @@ class JobCounts:
         self._changed(+1, 0)
 
 
-def sampling_key(config: GenerationConfig) -> GenerationConfig:
-    """The settings a session fixes: the request's config without its own budget and EOS ids (greedy: one key)."""
-    key = replace(config, max_new_tokens=0, eos_token_ids=())
-    return replace(key, top_p=1.0, top_k=0, seed=None) if config.greedy else key
+def session_key(config: GenerationConfig) -> tuple:
+    """What a session fixes for every row: drafts per round and the confidence cut (the server's settings, so one
+    key in practice). Temperature, top-p, top-k and seed are each row's own."""
+    return config.max_drafts, config.confidence_threshold
 
 
 class BatchScheduler(JobCounts):
@@ -97,8 +94,7 @@ class BatchScheduler(JobCounts):
         self._live: dict[int, tuple[GenerationJob, TokenSink]] = {}
         self._ids = itertools.count()
         self._session: BatchSession | None = None
-        self._key: GenerationConfig | None = None
-        self._exclusive = False  # the open session holds a seeded sampled request: nothing joins it
+        self._key: tuple | None = None  # the open session's `session_key`
         self._cond = threading.Condition()
         super().__init__(self._cond, max_queue, on_change)
         self._thread = threading.Thread(target=self._loop, name="dspark-engine-batch", daemon=True)
@@ -149,7 +145,8 @@ class BatchScheduler(JobCounts):
                 job.shut_out()
 
     def _take(self) -> tuple[list[GenerationJob], list[GenerationJob]]:
-        """Jobs to skip (cancelled while queued) and jobs to add now, in FIFO order, under the head-of-line rule."""
+        """Jobs to skip (cancelled while queued) and jobs to add now, in FIFO order. Rows with any sampling settings
+        share a session; a job whose session settings differ (`session_key`) waits until the batch drains."""
         skipped, taken = [], []
         with self._cond:
             while self._pending:
@@ -161,11 +158,10 @@ class BatchScheduler(JobCounts):
                 if self._running >= self.engine.max_batch:
                     break
                 config = job.request.generation
-                key = sampling_key(config)
-                seeded = not config.greedy and config.seed is not None
-                if self._running == 0 and not taken:  # drained: a new session with the head job's settings
-                    self._session, self._key, self._exclusive = self.engine.open(config, self.scheduling), key, seeded
-                elif self._exclusive or seeded or key != self._key:
+                key = session_key(config)
+                if self._session is None or (key != self._key and self._running == 0 and not taken):
+                    self._session, self._key = self.engine.open(config, self.scheduling), key
+                elif key != self._key:
                     break
                 taken.append(self._pending.popleft())
                 self._changed(-1, +1)
@@ -179,7 +175,7 @@ class BatchScheduler(JobCounts):
             request_id, request = next(self._ids), job.request
             try:
                 self._session.add(request_id, request.prompt_ids, request.generation.max_new_tokens,
-                                  request.generation.eos_token_ids)
+                                  request.generation.eos_token_ids, sampling=request.generation)
             except ValueError as exc:
                 job.fail(exc)
                 with self._cond:
