@@ -67,21 +67,34 @@ class RowSampling:
 
     def probs(self, logits: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
         """logits [B, ..., V] of rows `rows` (default 0 … B−1) -> each one's processed distribution [B, ..., V] fp32
-        (one-hot at the argmax for a greedy row)."""
-        out = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
-        for i, row in enumerate(rows if rows is not None else range(logits.shape[0])):
+        (one-hot at the argmax for a greedy row); rows of the same settings are processed together."""
+        indices = list(rows if rows is not None else range(logits.shape[0]))
+        groups: dict[tuple, list[int]] = {}
+        for i, row in enumerate(indices):
             config = self.configs[row]
-            if config.greedy:
-                out[i] = torch.nn.functional.one_hot(logits[i].argmax(-1), logits.shape[-1]).float()
+            key = ("greedy",) if config.greedy else (config.temperature, config.top_p, config.top_k)
+            groups.setdefault(key, []).append(i)
+        out = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
+        for key, members in groups.items():
+            at = torch.tensor(members, device=logits.device)
+            part = logits.index_select(0, at)  # [n, ..., V]
+            if key == ("greedy",):
+                probs = torch.zeros(part.shape, dtype=torch.float32, device=logits.device)
+                probs.scatter_(-1, part.argmax(-1, keepdim=True), 1.0)
             else:
-                out[i] = processed_probs(logits[i], config)
+                probs = processed_probs(part, self.configs[indices[members[0]]])
+            out.index_copy_(0, at, probs)
         return out
 
     def sample(self, probs: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
-        """probs [B, ..., V] of rows `rows` (default 0 … B−1) -> one token per row and position [B, ...], each row
-        from its own stream."""
+        """probs [B, ..., V] of rows `rows` (default 0 … B−1) -> one token per row and position [B, ...], by inverse
+        CDF on uniforms each row draws from its own stream."""
         indices = rows if rows is not None else range(probs.shape[0])
-        return torch.stack([sample(probs[i], self.generators[row]) for i, row in enumerate(indices)])
+        count = probs[0, ..., 0].numel()
+        u = torch.stack([torch.rand(count, generator=self.generators[row], device=probs.device) for row in indices])
+        cdf = probs.float().cumsum(-1)  # [B, ..., V]
+        u = u.reshape(*probs.shape[:-1], 1) * cdf[..., -1:]  # [B, ..., 1] scaled to the total mass
+        return torch.searchsorted(cdf, u, right=True)[..., 0].clamp_(max=probs.shape[-1] - 1)
 
     def uniform(self, rows: int, count: int, device: torch.device) -> torch.Tensor:
         """[rows, count] uniforms for rows 0 … rows−1, each from its own stream."""
