@@ -76,6 +76,7 @@ def test_dry_run_describes_the_embedded_default(capsys):
     (["--max-drafts", "99"], "exceeds the"),
     (["--api-key", " "], "--api-key is empty"),
     (["--threads", "0"], "--threads must be >= 1"),
+    (["--idle-timeout", "0"], "--idle-timeout must be a positive number"),
     (["--algorithm1", "--confidence-threshold", "0.3"], "choose one"),
     (["--tree-nodes", "8", "--tree-score-temperature", "0"], "--tree-score-temperature must be > 0"),
     (["--tree-nodes", "8", "--max-drafts", "3"], "whole block"),

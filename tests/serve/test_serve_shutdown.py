@@ -24,7 +24,7 @@ from serve_support import scrape, single_thread, tiny_served, value  # noqa: F40
 from dspark.cli import main
 from dspark.formats.native import save_draft
 from dspark.serve.app import create_app
-from dspark.serve.server import BackgroundServer
+from dspark.serve.server import BackgroundServer, _uvicorn
 from dspark.serve.settings import ServeSettings
 from dspark.testbed import successor_pair
 
@@ -197,3 +197,7 @@ def test_a_bad_drain_timeout_exits_2_with_one_clear_message(capsys, seconds):
     code = main(["serve", "--dry-run", "--json", f"--drain-timeout={seconds}"])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("dspark serve: error: --drain-timeout must be") and "Traceback" not in err
+
+
+def test_the_idle_timeout_reaches_uvicorns_keep_alive_setting():
+    assert _uvicorn(create_app(tiny_served()), "warning", 1.0, idle_timeout=2.5).config.timeout_keep_alive == 2.5

@@ -48,6 +48,8 @@ def register(parser: argparse.ArgumentParser) -> None:
                           "--api-key, --api-key-file or $DSPARK_API_KEY")
     net.add_argument("--request-timeout", type=float, default=30.0, metavar="S",
                      help="seconds a client has to send its whole request body, else 408 (default 30)")
+    net.add_argument("--idle-timeout", type=float, default=5.0, metavar="S",
+                     help="seconds an idle keep-alive connection stays open (default 5)")
     engine = parser.add_argument_group("engine")
     engine.add_argument("--max-concurrency", type=int, default=4, help="sequences generated at once (default 4)")
     engine.add_argument("--max-model-len", type=int,
@@ -123,6 +125,8 @@ def run(args: argparse.Namespace) -> int:
         from dspark.serve.drain import check_drain_timeout
 
         check_drain_timeout(args.drain_timeout)
+        if not 0 < args.idle_timeout < float("inf"):
+            raise ValueError(f"--idle-timeout must be a positive number of seconds, got {args.idle_timeout}")
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # loading bars would garble stderr, which carries our one-line errors
@@ -148,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
                   flush=True)
 
         return serve_forever(app, settings.host, settings.port, args.log_level, on_ready=ready,
-                             drain_timeout=args.drain_timeout)
+                             drain_timeout=args.drain_timeout, idle_timeout=args.idle_timeout)
     except (ValueError, OSError) as exc:  # setup errors say what to change; OSError: unreadable model files
         print(f"dspark serve: error: {exc}", file=sys.stderr)
         return 2

@@ -50,19 +50,20 @@ def _cut_in_flight(app: FastAPI) -> None:
         pool.close()
 
 
-def _uvicorn(app: FastAPI, log_level: str, drain_timeout: float) -> DrainingServer:
+def _uvicorn(app: FastAPI, log_level: str, drain_timeout: float, idle_timeout: float = 5.0) -> DrainingServer:
     state = DrainState()
     config = uvicorn.Config(DrainGate(app, state), log_level=log_level, access_log=log_level == "debug",
-                            lifespan="on")
+                            lifespan="on", timeout_keep_alive=idle_timeout)
     return DrainingServer(config, state, drain_timeout, on_cut=lambda: _cut_in_flight(app))
 
 
 def serve_forever(app: FastAPI, host: str, port: int, log_level: str = "info",
                   on_ready: Callable[[str], None] = lambda url: None,
-                  drain_timeout: float = DEFAULT_DRAIN_TIMEOUT) -> int:
-    """Serve until SIGTERM / SIGINT, then drain (see `drain`); `on_ready(url)` runs once the socket is bound.
-    Returns the exit status: 0 after a drain, 130 when a second signal cut it short."""
-    server = _uvicorn(app, log_level, drain_timeout)
+                  drain_timeout: float = DEFAULT_DRAIN_TIMEOUT, idle_timeout: float = 5.0) -> int:
+    """Serve until SIGTERM / SIGINT, then drain (see `drain`); `on_ready(url)` runs once the socket is bound;
+    `idle_timeout`: seconds an idle keep-alive connection stays open. Returns the exit status: 0 after a drain, 130
+    when a second signal cut it short."""
+    server = _uvicorn(app, log_level, drain_timeout, idle_timeout)
     sock = bind_socket(host, port)
     on_ready(base_url(sock))
     try:
