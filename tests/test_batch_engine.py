@@ -236,7 +236,7 @@ def test_a_padded_prefill_repeats_its_first_entry_and_fills_the_rows_exactly_as_
     runs = []
     for rows, width in ((3, 9), (4, 16)):  # exact shape; graph shape (a repeated entry, 7 padded tokens more)
         engine = BatchEngine(target, draft, max_batch=5, max_length=64)
-        engine.round.begin(GenerationConfig(), 4, torch.Generator())
+        engine.round.begin(GenerationConfig(), 4)
         engine.round.stage([4, 1, 2], prompts, budgets, rows, width)
         engine.round.prefill(rows, width)
         r = engine.round

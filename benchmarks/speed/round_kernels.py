@@ -138,7 +138,7 @@ class Timer:
 def idle_rows(engine: BatchEngine, rows: int) -> None:
     """Set up `rows` rows that compute everything and move nothing (inactive), at position 200."""
     r = engine.round
-    r.begin(GenerationConfig(), r.gamma_max, torch.Generator(device=engine.backend.device))
+    r.begin(GenerationConfig(), r.gamma_max)
     r.active[:rows], r.budget[:rows], r.start[:rows] = False, 10**6, 200
 
 

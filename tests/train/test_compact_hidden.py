@@ -187,7 +187,7 @@ def test_a_reader_refuses_another_draft_s_layers_and_an_unfinished_capture(pair,
 
 
 def test_padded_batches_from_the_store_line_up_with_single_sequences(pair, tmp_path):
-    from dspark.train.hidden import get_batch
+    from dspark.train.hidden_batch import get_batch
 
     _, _, target, examples = pair
     capture_compact(target, examples, tmp_path, "bfloat16", progress=False)

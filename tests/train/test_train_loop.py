@@ -272,7 +272,7 @@ def test_a_loss_backend_that_fails_falls_back_to_eager(caplog):
 def test_flex_attention_forward_equals_sdpa_with_a_padded_context_and_cpu_training_uses_sdpa():
     from dspark.model.block_forward import draft_forward
     from dspark.model.blocks import sample_anchors
-    from dspark.train.hidden import get_batch
+    from dspark.train.hidden_batch import get_batch
     from dspark.train.trainer import resolve_attention
 
     model, cfg, examples = _setup()

@@ -183,7 +183,7 @@ class BatchEngine:
         self._end_session()
         generator = torch.Generator(device=self.backend.device)
         generator.manual_seed(config.seed if config.seed is not None else int(torch.randint(2**62, (1,))))
-        self.round.begin(config, gamma, generator, scheduling, calibration)
+        self.round.begin(config, gamma, scheduling, calibration)
         self._session = BatchSession(self, config, gamma, generator)
         return self._session
 
@@ -221,7 +221,7 @@ class BatchEngine:
         rows = [b for b in self.buckets if b <= self.width_rows(max_batch or self.max_batch)]
         top = self.window(context if context is not None else self.backend.max_length)
         windows = sorted({self.window(w) for w in (256 * 2**k for k in range(32)) if w < top} | {top})
-        self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.backend.device))
+        self.round.begin(GenerationConfig(), self.round.gamma_max)
         if self.draft is None:
             rules = ()  # no propose step
         elif self.round.tree is not None:
@@ -272,7 +272,7 @@ class BatchEngine:
         widths = list(widths) if widths is not None else list(range(1, self.round.gamma_max + 2))
         b = self.width_rows(batch)
         window = self.window(context if context is not None else self.backend.max_length)
-        self.round.begin(GenerationConfig(), self.round.gamma_max, torch.Generator(device=self.backend.device))
+        self.round.begin(GenerationConfig(), self.round.gamma_max)
         synchronize = torch.cuda.synchronize if self.backend.device.type == "cuda" else (lambda: None)
 
         def one_round(t: int) -> None:

@@ -69,18 +69,18 @@ class BatchRound:
             self.trees = TreeDrafts(zeros(max_batch, slots), zeros(max_batch, slots), zeros(max_batch, slots),
                                     zeros(max_batch, slots, slots, dtype=torch.bool))
         self.rule = "none"
-        self.generator: torch.Generator | None = None
         self.rows = RowSampling(max_batch, device)  # each row's sampling settings and random stream
         self._staged: tuple[list[int], list[int]] = ([], [])  # host copy of the staged prefill's slots and lengths
 
-    def begin(self, config: GenerationConfig, gamma: int, generator: torch.Generator,
-              scheduling: Scheduling = Scheduling(), calibration: torch.Tensor | None = None) -> None:
-        """Settings of one session (or generate call): sampling config, drafts per round (≤ the draft's), the RNG,
-        the scheduling rule and the confidence calibration, copied into buffers the captured steps read."""
+    def begin(self, config: GenerationConfig, gamma: int, scheduling: Scheduling = Scheduling(),
+              calibration: torch.Tensor | None = None) -> None:
+        """Settings of one session (or generate call): its default config, drafts per round (≤ the draft's), the
+        scheduling rule and the confidence calibration, copied into buffers the captured steps read (each row's
+        sampling settings and random stream are `rows`', set at admission)."""
         if self.tree is not None and (scheduling.rule != "none" or gamma != self.gamma_max):
             raise ValueError("tree verification verifies the whole tree and drafts the draft's full block: use no "
                              "scheduling rule and the draft's own block_size, or an engine without a tree")
-        self.config, self.gamma, self.generator = config, gamma, generator
+        self.config, self.gamma = config, gamma
         has_confidence = self.draft is not None and self.draft.draft.confidence_head is not None
         self.rule = scheduling.rule if gamma and has_confidence else "none"
         if self.rule == "algorithm1":  # every batch size's table, in one copy
@@ -207,7 +207,7 @@ class BatchRound:
         if not self.greedy(b):  # each row samples its drafts with its own settings and stream
             rows = self.rows
             rows.reseed(self.start[:b].tolist(), 1)
-        out = self.draft.propose(self.anchor[:b], self.start[:b], None, self.config, self.generator, window,
+        out = self.draft.propose(self.anchor[:b], self.start[:b], None, self.config, None, window,
                                  confidence=self.rule != "none", row_sampling=rows)  # only a rule reads confidence
         self.drafts[:b].copy_(out.tokens)  # [b, γ]
         if out.probs is not None:

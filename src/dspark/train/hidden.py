@@ -21,12 +21,7 @@ from dspark.formats.native import atomic_write, write_json
 from dspark.model.target import Target
 from dspark.train.compact_layout import FORMAT as COMPACT_FORMAT
 from dspark.train.data import Example
-from dspark.train.hidden_batch import (  # noqa: F401 - re-exported: the trainer and callers import them from here
-    HiddenStates,
-    HiddenStateSource,
-    get_batch,
-    pad_batch,
-)
+from dspark.train.hidden_batch import HiddenStates
 
 INDEX_NAME = "index.json"
 

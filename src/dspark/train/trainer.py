@@ -29,7 +29,7 @@ from dspark.config import ConfigError, TrainConfig
 from dspark.model.block_forward import draft_forward, teacher_logits
 from dspark.model.blocks import build_blocks, sample_anchors
 from dspark.model.draft import DSparkDraft
-from dspark.train.hidden import HiddenStateSource, get_batch
+from dspark.train.hidden_batch import HiddenStateSource, get_batch
 from dspark.train.loss import LossWeights, dspark_loss, slot_terms_fn
 from dspark.train.order import DataOrder
 from dspark.train.state import Position, latest_checkpoint, load_checkpoint, save_checkpoint
