@@ -101,3 +101,12 @@ def test_algorithm1_is_lossless_and_a_steep_cost_table_verifies_fewer_drafts(pai
 def test_algorithm1_needs_a_cost_table():
     with pytest.raises(ValueError, match="round_cost_tables"):
         Scheduling("algorithm1")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 4), st.integers(1, 6), st.data(), tables)
+def test_algorithm1_over_a_stack_of_rounds_decides_each_round_as_it_would_alone(rounds, requests, slots, data, table):
+    stacked = torch.stack([_draw(data, requests, slots, table)[0] for _ in range(rounds)])  # [M, R, γ]
+    rates = Scheduling("algorithm1", _draw(data, 1, 1, table)[1]).rates(requests, slots, stacked.device)
+    each = [int(rectangle_drafts(alive, rates)) for alive in stacked]
+    assert rectangle_drafts(stacked, rates).tolist() == each

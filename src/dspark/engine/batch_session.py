@@ -8,7 +8,9 @@ all live rows and returns each request's new tokens; `cancel(request_id)` frees 
 `release(request_id)` hands back a finished request's result and forgets it. Host bookkeeping only: the round
 itself is `BatchRound`'s, driven through the engine's (graphed or eager) steps. Live rows stay 0 … n−1: a finished
 row's slot is filled by the last live row. One session per engine at a time: opening one ends the previous.
-`BatchEngine.generate` is a loop over a session. Lossless per request, as the engine is.
+`BatchEngine.generate` is a loop over a session. Lossless per request, as the engine is. `session.blocks = []`
+before stepping collects a `BlockRecord` per row and round (survival per slot, drafts verified, accepted) under a
+rule that computes confidences (threshold or algorithm1; a threshold of 0 verifies every draft).
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ import torch
 
 from dspark.config import GenerationConfig
 from dspark.engine.batch_round import BatchRound
-from dspark.engine.stats import GenerationResult, StatsRecorder
+from dspark.engine.schedule import survival
+from dspark.engine.stats import BlockRecord, GenerationResult, StatsRecorder
 
 
 class RoundSteps(Protocol):
@@ -104,6 +107,7 @@ class BatchSession:
         self._ending = 0.0  # running share of rounds in which a request ended (a waiting request then takes its row)
         self.closed = False
         self._added = 0  # requests added so far (a seedless request's seed under a seeded session)
+        self.blocks: list[BlockRecord] | None = None  # a list here collects every verified block (module docstring)
 
     # --- requests ------------------------------------------------------------------------------------------------
     @property
@@ -249,6 +253,9 @@ class BatchSession:
             t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in rows) - 1) + 1
             if t > 1 and engine.round.uses_tree(b):
                 t = engine.round.verify_span  # the whole tree (a row accepts at most its budget)
+        logged = self.blocks is not None and engine.round.rule != "none"
+        if logged:  # this round's survival, before the next block overwrites the confidences
+            alive = survival(engine.round.confidence[:n], engine.round.temperatures).clone()  # [n, γ]
         engine.verify(b, t, window)
         read = engine.round.packed_reader(n, t)
         self._ahead = None
@@ -256,6 +263,9 @@ class BatchSession:
             engine.propose(b, window)  # the next round's block, at this window (the next one's usual value)
             self._ahead = (b, window)
         packed = read()  # the round's one sync: it waits for verify, not for the block drafted after it
+        if logged:
+            self.blocks.extend(BlockRecord(tuple(row[: self.gamma]), p[1], p[0])
+                               for row, p in zip(alive.tolist(), packed))
         ended = False
         for slot, request in enumerate(rows):
             new.setdefault(request.request_id, []).extend(request.commit(packed[slot]))

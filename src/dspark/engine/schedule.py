@@ -90,17 +90,19 @@ class Scheduling:
 
 
 def rectangle_drafts(alive: torch.Tensor, rates: torch.Tensor, anchors: torch.Tensor | None = None) -> torch.Tensor:
-    """Algorithm 1 over a shared verify width: survival `alive` [R, γ] (zero past a row's budget) and rounds per
-    second at widths 1 … γ+1 `rates` [γ+1] -> drafts every row verifies (0-d long tensor, stays on device).
-    `anchors`: how many rows commit an anchor (0-d; default R; padding rows of a bucket commit nothing)."""
-    prefix = alive.float().clamp(0, 1).cumprod(-1)  # [R, γ] chance that slot j is accepted
-    gain = prefix.sum(0).to(torch.float64)  # [γ] expected extra commits from verifying slot j in every row
+    """Algorithm 1 over a shared verify width: survival `alive` [..., R, γ] (zero past a row's budget) and rounds per
+    second at widths 1 … γ+1 `rates` [γ+1] -> drafts every row verifies [...] (long, stays on device; 0-d for one
+    round, one per round for a stack of rounds). `anchors`: how many rows commit an anchor (0-d; default R; padding
+    rows of a bucket commit nothing)."""
+    prefix = alive.float().clamp(0, 1).cumprod(-1)  # [..., R, γ] chance that slot j is accepted
+    gain = prefix.sum(-2).to(torch.float64)  # [..., γ] expected extra commits from verifying slot j in every row
     if anchors is None:
-        anchors = torch.tensor(float(prefix.shape[0]), device=alive.device)
-    tau = torch.cat([anchors.to(torch.float64).reshape(1), gain]).cumsum(0)  # [γ+1] expected commits by width
-    throughput = tau * rates  # [γ+1]
-    improving = (throughput[1:] > throughput[:-1]) & (gain > 0)  # [γ]
-    return improving.long().cumprod(0).sum()  # slots kept until the first step that does not improve
+        anchors = torch.tensor(float(prefix.shape[-2]), device=alive.device)
+    first = anchors.to(torch.float64).reshape(1).expand(*gain.shape[:-1], 1)  # [..., 1]
+    tau = torch.cat([first, gain], -1).cumsum(-1)  # [..., γ+1] expected commits by width
+    throughput = tau * rates  # [..., γ+1]
+    improving = (throughput[..., 1:] > throughput[..., :-1]) & (gain > 0)  # [..., γ]
+    return improving.long().cumprod(-1).sum(-1)  # slots kept until the first step that does not improve
 
 
 def scheduled_lengths(confidence_logits: torch.Tensor | None, room: torch.Tensor, gamma: int, rule: str,

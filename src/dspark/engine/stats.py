@@ -1,4 +1,5 @@
-"""A generation's result and acceptance statistics: per-round accepted counts, τ, per-position acceptance, histogram.
+"""A generation's result and acceptance statistics: per-round accepted counts, τ, per-position acceptance, histogram;
+one verified block's record (confidence survival and acceptance) for scheduling studies.
 
 τ (acceptance length) = accepted + 1 per verify round. Per-position conditional acceptance at slot k is
 (rounds that accepted slot k) / (rounds that proposed slot k and accepted every earlier slot).
@@ -89,6 +90,16 @@ class GenerationStats:
     def merge(self, other: "GenerationStats") -> "GenerationStats":
         return GenerationStats(self.accepted_counts + other.accepted_counts, self.proposed_counts + other.proposed_counts,
                                self.prompt_tokens + other.prompt_tokens, self.new_tokens + other.new_tokens)
+
+
+@dataclass(frozen=True)
+class BlockRecord:
+    """One verified block of one row: the confidence head's calibrated survival σ(c_k / T_k) per slot [γ], how many
+    drafts the row verified and how many of them it accepted (`BatchSession.blocks` collects them)."""
+
+    survival: tuple[float, ...]
+    verified: int
+    accepted: int
 
 
 @dataclass(frozen=True)
