@@ -164,7 +164,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="tiny random models on the CPU")
     args = parser.parse_args()
     if args.smoke:
-        target, draft, _, _ = (str(p) for p in smoke_models(args.work))
+        target, draft = (str(p) for p in smoke_models(args.work))
     else:
         target, draft = args.target, assembled(args.draft, args.work, "dspark")
     device = "cuda" if torch.cuda.is_available() else "cpu"
