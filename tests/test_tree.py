@@ -129,7 +129,7 @@ def test_keep_path_moves_the_accepted_slots_keys_and_values_behind_the_anchor():
 def test_tree_engine_output_equals_plain_greedy_decoding_with_eos_budgets_and_refills(nodes, beam, max_batch):
     model, draft = build_pair()
     target = Target(model, draft.config.target_layer_ids)
-    engine = BatchEngine(target, draft, max_batch=max_batch, max_length=96, tree=TreeShape(nodes, beam))
+    engine = BatchEngine(target, draft, max_batch=max_batch, max_length=96, tree=TreeShape(nodes, beam, max_rows=None))
     for config in (GenerationConfig(max_new_tokens=30, eos_token_ids=(EOS_ID,)), GenerationConfig(max_new_tokens=9)):
         results = engine.generate(PROMPTS, config)
         plain = [generate(target, None, p, config).tokens for p in PROMPTS]
@@ -197,7 +197,7 @@ def _tree_sampling_counts(samples: int, nodes: int, beam: int) -> tuple[Counter,
     model = tiny_target("qwen3", vocab_size=vocab, hidden_size=32, num_layers=2, seed=0)
     draft = random_draft(draft_config_for(model, layer_ids=(0,), block_size=3, num_layers=1), scale=3.0)
     engine = BatchEngine(Target(model, draft.config.target_layer_ids), draft, max_batch=64, max_length=24,
-                         tree=TreeShape(nodes, beam))
+                         tree=TreeShape(nodes, beam, max_rows=None))
     config = GenerationConfig(max_new_tokens=length, temperature=1.0, seed=0)  # full support: only χ² can tell
     results = engine.generate([prompt] * samples, config)
     accepted = sum(sum(r.stats.accepted_counts) for r in results)
@@ -234,7 +234,8 @@ def test_a_row_moved_into_a_finished_rows_place_takes_its_drafted_tree_along():
     # row must verify its own tree (whose slot 0 is its own anchor), not the finished row's
     model, draft = build_pair()
     target = Target(model, draft.config.target_layer_ids)
-    engine = BatchEngine(target, draft, max_batch=4, max_length=96, pad_to_buckets=True, tree=TreeShape(12, 3))
+    engine = BatchEngine(target, draft, max_batch=4, max_length=96, pad_to_buckets=True,
+                         tree=TreeShape(12, 3, max_rows=None))
     prompts = PROMPTS[:4]
     config = GenerationConfig(max_new_tokens=40, eos_token_ids=(EOS_ID,))
     session = engine.open(config)

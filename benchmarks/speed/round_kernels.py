@@ -6,9 +6,9 @@ and runs in one device call. It reports:
            widths 1 … γ+1 (and at γ+1 with the draft's context extension in line rather than on its own stream),
            and their parts captured alone: the target forward at each width, the draft's context
            extension, the block forward, the Markov decode, greedy acceptance
-  kernels  an eager torch.profiler pass over verify (width 1 and γ+1) and propose: kernels launched and their summed
-           GPU time, the heaviest kernels by name
-  batch    propose and verify (widths 1 and γ+1) with 64 rows, graphed
+  kernels  an eager torch.profiler pass over verify (width 1 and γ+1) and propose at each of --kernel-rows (default
+           1): kernels launched and their summed GPU time, the heaviest kernels by name
+  batch    propose and verify (widths 1 and γ+1) at each of --batch-rows (default 64), graphed
   gemm     the target's matrix shapes at M = 1 and M = γ+1 rows, graphed
   torch    the same steps with the Triton kernels off (engine/cache_attention.py, layer_kernels.py: SDPA and torch
            ops instead), and how far the target's logits move between the two
@@ -254,13 +254,15 @@ def markov_rows(engine: BatchEngine, timer: Timer) -> tuple[dict[str, float], di
     return times, differ
 
 
-def kernel_profile(engine: BatchEngine, window: int) -> dict[str, dict]:
+def kernel_profile(engine: BatchEngine, window: int, rows: int = 1) -> dict[str, dict]:
     from torch.profiler import ProfilerActivity, profile
 
+    idle_rows(engine, rows)
     r, gamma = engine.round, engine.round.gamma_max
     cuda = engine.backend.device.type == "cuda"
-    steps = {"verify t=1": lambda: r.verify(1, 1, window), f"verify t={gamma + 1}": lambda: r.verify(1, gamma + 1, window),
-             "propose": lambda: r.propose(1, window)}
+    steps = {"verify t=1": lambda: r.verify(rows, 1, window),
+             f"verify t={gamma + 1}": lambda: r.verify(rows, gamma + 1, window),
+             "propose": lambda: r.propose(rows, window)}
     out = {}
     for name, step in steps.items():
         step()
@@ -337,6 +339,8 @@ def main() -> None:
     parser.add_argument("--draft-intermediate", type=int, help="time the draft widened to this many MLP units")
     parser.add_argument("--draft-vocab", type=int, default=0, metavar="K",
                         help="the draft scores only the K tokens SmolLM2 writes most (FR-Spec, as the speed runs)")
+    parser.add_argument("--batch-rows", default="64", help="batch: rows (comma-separated)")
+    parser.add_argument("--kernel-rows", default="1", help="kernels: rows (comma-separated)")
     parser.add_argument("--only", default="steps,batch,gemm,markov,torch,kernels,tree",
                         help="comma-separated sections to run (default all)")
     args = parser.parse_args()
@@ -360,7 +364,9 @@ def main() -> None:
             result["steps_ms"] = steps = step_times(engine, timer, args.window)
             table("graphed steps, batch 1 (per call)", steps)
         if "batch" in only:
-            result["batch_ms"] = batch = batch_times(target, draft, timer, args.window, 4 if args.smoke else 64)
+            result["batch_ms"] = batch = {}
+            for rows in ([4] if args.smoke else [int(n) for n in args.batch_rows.split(",")]):
+                batch.update(batch_times(target, draft, timer, args.window, rows))
             table("graphed steps, many rows (per call)", batch)
         if "gemm" in only:
             result["gemm_ms"] = gemms = gemm_times(target, timer, gamma)
@@ -377,7 +383,12 @@ def main() -> None:
             table("the same steps with the torch ops instead of the Triton kernels (graphed)", sdpa)
             print("  target forward, kernels vs torch ops:", agree)
         if "kernels" in only:
-            result["kernels"] = kernels = kernel_profile(engine, args.window)
+            result["kernels"] = kernels = {}
+            for rows in ([1, 4] if args.smoke else [int(n) for n in args.kernel_rows.split(",")]):
+                many = engine if rows == 1 else BatchEngine(target, draft, max_batch=rows, max_length=2048,
+                                                             cuda_graphs=False)
+                kernels.update({f"{name}, {rows} rows": info
+                                for name, info in kernel_profile(many, args.window, rows).items()})
             print_kernels(kernels)
         if "tree" in only:
             shapes = ((6, 2),) if args.smoke else TREE_SHAPES

@@ -191,7 +191,7 @@ def matrix(args: argparse.Namespace, state: dict, sections: Sections) -> Any:
                                     settings=settings, command=state["command"],
                                     methods=tuple(args.methods.split(",")), schedulers=("none",),
                                     draft_vocab=args.draft_vocab, tree_nodes=args.tree_nodes,
-                                    tree_beam=args.tree_beam)
+                                    tree_beam=args.tree_beam, tree_max_rows=args.tree_max_rows)
     result = job.measure_throughput(request, state["models"], state["prompts"], state["suite"], state["skipped"],
                                     args.work, progress_line)
     state["result"] = result
@@ -283,6 +283,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tree-nodes", type=int, default=31, help="dspark-tree: drafted nodes per tree")
     parser.add_argument("--tree-beam", type=int, default=8, help="dspark-tree: nodes kept per depth")
+    parser.add_argument("--tree-max-rows", type=int, default=2,
+                        help="dspark-tree: rounds over more rows verify the chain (0: trees at every level)")
     parser.add_argument("--smoke", action="store_true", help="tiny random models on the CPU (tests the script)")
     args = parser.parse_args()
     if args.smoke:

@@ -240,7 +240,7 @@ class ThroughputRequest:
     draft_vocab: int = 0  # K > 0: the DSpark draft scores only the K most frequent tokens (FR-Spec); 0: all
     tree_nodes: int = 23  # dspark-tree: drafted nodes per tree
     tree_beam: int = 4  # dspark-tree: nodes kept per depth
-    tree_max_rows: int = 0  # dspark-tree: rounds over more rows verify the chain (0: trees at every level)
+    tree_max_rows: int = 2  # dspark-tree: rounds over more rows verify the chain (0: trees at every level)
     tree_score_temperature: float = 1.0  # the tree methods' node scores: log-softmax(logits / this) (TreeShape)
 
     def __post_init__(self) -> None:

@@ -37,8 +37,8 @@ THROUGHPUT_OPTIONS: OptionsTable = (
     (("--tree-nodes",), dict(type=int, default=23, help="the tree methods (dspark-tree, dflash-tree): drafted nodes "
                                                         "per tree (the verify width is one more; default 23)")),
     (("--tree-beam",), dict(type=int, default=4, help="the tree methods: nodes kept per depth (default 4)")),
-    (("--tree-max-rows",), dict(type=int, default=0, help="the tree methods: rounds over more rows than this verify "
-                                                          "the block's chain (default 0: trees at every level)")),
+    (("--tree-max-rows",), dict(type=int, default=2, help="the tree methods: rounds over more rows than this verify "
+                                                          "the block's chain (default 2; 0: trees at every level)")),
     (("--tree-score-temperature",), dict(type=float, default=1.0,
                                          help="the tree methods: nodes scored by log-softmax(logits / T); below 1 the "
                                               "trees grow deeper (default 1)")),

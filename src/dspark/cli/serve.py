@@ -17,7 +17,7 @@ examples:
   dspark serve                                   # the embedded default model, http://127.0.0.1:8000/v1
   dspark serve --target ./Qwen3-8B --draft ./qwen3-8b-dspark --port 8001 --api-key secret
   dspark serve --dry-run --json                  # load and check the pair, print what would be served
-  dspark serve --device cuda --dtype bfloat16 --tree-nodes 31 --tree-beam 8 --tree-max-rows 2   # trees at 1-2 rows
+  dspark serve --device cuda --dtype bfloat16 --tree-nodes 31 --tree-beam 8   # trees at 1-2 rows, chains above
   dspark monitor http://127.0.0.1:8000           # watch τ live
 """
 
@@ -44,8 +44,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     net.add_argument("--api-key", help="require 'Authorization: Bearer KEY' on every route but /health (visible to "
                                         "other users in the process list: prefer --api-key-file or $DSPARK_API_KEY)")
     net.add_argument("--api-key-file", metavar="PATH",
-                     help="read the API key from this file (surrounding whitespace dropped); give the key one way only: "
-                          "--api-key, --api-key-file or $DSPARK_API_KEY")
+                     help="read the API key from this file (surrounding whitespace dropped); give the key one way "
+                          "only: --api-key, --api-key-file or $DSPARK_API_KEY")
     net.add_argument("--request-timeout", type=float, default=30.0, metavar="S",
                      help="seconds a client has to send its whole request body, else 408 (default 30)")
     net.add_argument("--idle-timeout", type=float, default=5.0, metavar="S",
@@ -69,9 +69,10 @@ def register(parser: argparse.ArgumentParser) -> None:
                              "at batch 1, 31 nodes with --tree-beam 8 decode fastest")
     engine.add_argument("--tree-beam", type=int, default=4, metavar="K",
                         help="the tree's nodes kept per depth (default 4)")
-    engine.add_argument("--tree-max-rows", type=int, default=0, metavar="R",
-                        help="rounds over more than R rows verify the block's chain instead of trees "
-                             "(default 0: trees at every batch size)")
+    engine.add_argument("--tree-max-rows", type=int, default=2, metavar="R",
+                        help="rounds over more than R rows verify the block's chain instead of trees (default 2: "
+                             "a tree's extra slots cost little at a row or two, not at 16; 0: trees at every "
+                             "batch size)")
     engine.add_argument("--tree-score-temperature", type=float, default=1.0, metavar="T",
                         help="score the tree's nodes by log-softmax(logits / T): below 1 the trees grow deeper along "
                              "the draft's greedy path (default 1)")

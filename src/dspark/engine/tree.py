@@ -34,7 +34,7 @@ from dspark.model.draft import DSparkDraft
 class TreeShape:
     """`nodes` drafted nodes per tree (the verify width is nodes + 1: the anchor), `beam` nodes kept per depth.
     `max_rows`: rounds over more rows than this verify the block's chain instead (a tree's extra slots are nearly
-    free at a row or two, not at 16; None: trees at every batch size). `score_temperature`: nodes are scored by their
+    free at a row or two, not at 16: benchmarks/results/engine_speed/; None: trees at every batch size). `score_temperature`: nodes are scored by their
     path's cumulative log-softmax(logits / score_temperature) — below 1 a node's best child stays close to its
     parent's score, so the trees grow deeper along the draft's own greedy path (a draft trained toward the target's
     full distribution, as the DSpark loss's L1 term trains it, is flatter than its greedy acceptance warrants:
@@ -43,7 +43,7 @@ class TreeShape:
 
     nodes: int = 23
     beam: int = 4
-    max_rows: int | None = None
+    max_rows: int | None = 2
     score_temperature: float = 1.0
 
     def __post_init__(self) -> None:

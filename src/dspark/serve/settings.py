@@ -24,7 +24,7 @@ class ServeSettings:
     algorithm1: bool = False  # schedule blocks with the paper's Algorithm 1 on round costs measured at startup
     tree_nodes: int = 0  # > 0: verify a tree of this many drafts per round (engine/tree.py; the batched engine)
     tree_beam: int = 4  # the tree's nodes kept per depth
-    tree_max_rows: int = 0  # rounds over more rows than this verify the chain (0: trees at every batch size)
+    tree_max_rows: int = 2  # rounds over more rows than this verify the chain (0: trees at every batch size)
     tree_score_temperature: float = 1.0  # the tree's node scores: log-softmax(logits / this) (TreeShape)
     spec_metrics: str = "summary"  # per-request `metrics.speculative_decoding`: none | summary | detailed
     default_completion_tokens: int = 16  # /v1/completions max_tokens when the request leaves it out (OpenAI's)
