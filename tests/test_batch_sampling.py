@@ -12,6 +12,7 @@ from test_lossless_sampling import chi_square_excess, exact_continuations
 from dspark import GenerationConfig, Target
 from dspark.engine import batch_round
 from dspark.engine.batch import BatchEngine
+from dspark.engine.schedule import Scheduling, StepCostTable
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 
 pytestmark = pytest.mark.slow  # in the full suite only (`pytest -m "not slow"` skips it)
@@ -19,12 +20,13 @@ pytestmark = pytest.mark.slow  # in the full suite only (`pytest -m "not slow"` 
 VOCAB, PROMPT, LENGTH = 4, [1, 2, 3], 3
 
 
-def _batched_counts(config: GenerationConfig, samples: int, arch: str = "qwen3") -> tuple[Counter, int, dict, float]:
+def _batched_counts(config: GenerationConfig, samples: int, arch: str = "qwen3",
+                    scheduling: Scheduling | None = None) -> tuple[Counter, int, dict, float]:
     model = tiny_target(arch, vocab_size=VOCAB, hidden_size=32, num_layers=2, seed=0)
     cfg = draft_config_for(model, layer_ids=(0,), block_size=3, num_layers=1)
     draft = random_draft(cfg, scale=3.0)
     engine = BatchEngine(Target(model, cfg.target_layer_ids), draft, max_batch=64, max_length=16)
-    results = engine.generate([PROMPT] * samples, config)
+    results = engine.generate([PROMPT] * samples, config, scheduling)
     counts = Counter(tuple(r.tokens) for r in results)
     accepted = sum(sum(r.stats.accepted_counts) for r in results)
     verified = sum(sum(r.stats.proposed_counts) for r in results) / sum(r.stats.rounds for r in results)
@@ -39,6 +41,15 @@ def test_batched_speculative_sampling_matches_target_distribution(threshold, arc
     assert chi_square_excess(counts, expected, 1500) < 0
     assert accepted > 100  # drafts were really accepted: the rejection, residual and bonus paths all ran
     assert (verified < 0.3) == (threshold > 0)  # drafts verified per round (none: 0.59, the cut: 0.15)
+
+
+def test_rounds_that_switch_drafting_off_stay_distribution_exact():
+    # Algorithm 1 told that plain decoding is faster: the first round drafts (no estimate yet), the next ones do not
+    off = Scheduling("algorithm1", StepCostTable([1, 4], [100.0, 100.0]), plain={64: 1e6})
+    config = GenerationConfig(max_new_tokens=LENGTH, temperature=0.8, top_k=3, seed=0)
+    counts, accepted, expected, verified = _batched_counts(config, 1500, scheduling=off)
+    assert chi_square_excess(counts, expected, 1500) < 0
+    assert accepted > 20 and verified < 0.59  # drafted rounds accepted drafts; undrafted ones verified none
 
 
 def test_skipping_rejection_is_caught(monkeypatch):

@@ -4,6 +4,8 @@ paper's list version for any number of rows; the threshold and Algorithm 1 rules
 ragged, how much the target computes) but never what is committed."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -11,6 +13,7 @@ from hypothesis import strategies as st
 
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.batch import BatchEngine
+from dspark.engine.batch_session import PROBE_EVERY
 from dspark.engine.schedule import Scheduling, StepCostTable, rectangle_drafts
 from dspark.testbed.successor_pair import EOS_ID, build_pair
 from oracle import schedule_prefixes
@@ -110,3 +113,41 @@ def test_algorithm1_over_a_stack_of_rounds_decides_each_round_as_it_would_alone(
     rates = Scheduling("algorithm1", _draw(data, 1, 1, table)[1]).rates(requests, slots, stacked.device)
     each = [int(rectangle_drafts(alive, rates)) for alive in stacked]
     assert rectangle_drafts(stacked, rates).tolist() == each
+
+
+def test_with_plain_decoding_faster_at_every_size_rounds_draft_nothing_but_probes_and_stay_token_identical(pair):
+    _, _, engine = pair
+    config = GenerationConfig(max_new_tokens=40, eos_token_ids=())
+    plain = engine.generate(PROMPTS, replace(config, max_drafts=0))
+    flat = StepCostTable([1, 8], [100.0, 100.0])
+    results = engine.generate(PROMPTS, config, Scheduling("algorithm1", flat, plain={1: 1e6, 3: 1e6}))
+    assert [r.tokens for r in results] == [r.tokens for r in plain]
+    proposed = [p for r in results for p in r.stats.proposed_counts]
+    drafted = sum(p > 0 for p in proposed)
+    assert 0 < drafted and drafted <= len(proposed) // PROBE_EVERY + 3  # the first round per row, then probes
+    assert sum(a for r in results for a in r.stats.accepted_counts) <= 4 * drafted
+
+
+def test_with_plain_decoding_slower_the_rounds_are_algorithm1s_own(pair):
+    _, _, engine = pair
+    config = GenerationConfig(max_new_tokens=24)
+    flat = StepCostTable([1, 8], [100.0, 100.0])
+    alone = engine.generate(PROMPTS, config, Scheduling("algorithm1", flat))
+    with_plain = engine.generate(PROMPTS, config, Scheduling("algorithm1", flat, plain={1: 1.0}))
+    assert [r.stats for r in with_plain] == [r.stats for r in alone]
+
+
+def test_plain_step_rates_go_with_algorithm1_and_are_positive():
+    table = StepCostTable([1], [1.0])
+    with pytest.raises(ValueError, match="plain step rates"):
+        Scheduling("threshold", plain={1: 10.0})
+    with pytest.raises(ValueError, match="plain step rates"):
+        Scheduling("algorithm1", table, plain={1: 0.0})
+    assert Scheduling("algorithm1", table, plain={1: 5.0, 4: 2.0}).plain_rate(3) == 2.0
+    assert Scheduling("algorithm1", table).plain_rate(3) is None
+
+
+def test_the_engine_measures_plain_step_rates_for_each_batch_size(pair):
+    _, _, engine = pair
+    rates = engine.plain_step_rates([1, 3])
+    assert sorted(rates) == [1, 3] and all(r > 0 for r in rates.values())

@@ -38,6 +38,7 @@ def test_algorithm1_on_the_batched_scheduler_measures_a_table_per_batch_size_and
         tables = scheduler.scheduling.cost
         assert sorted(tables) == [1, 2]  # batch sizes up to --max-concurrency
         assert all(t.widths == list(range(1, served.num_spec_tokens + 2)) for t in tables.values())
+        assert sorted(scheduler.scheduling.plain) == [1, 2]  # and plain decoding's step rate at each size
         _greedy_texts_match_decoding_alone(url, served)
 
 

@@ -184,7 +184,7 @@ class BatchEngine:
         generator = torch.Generator(device=self.backend.device)
         generator.manual_seed(config.seed if config.seed is not None else int(torch.randint(2**62, (1,))))
         self.round.begin(config, gamma, scheduling, calibration)
-        self._session = BatchSession(self, config, gamma, generator)
+        self._session = BatchSession(self, config, gamma, generator, scheduling)
         return self._session
 
     def _end_session(self) -> None:
@@ -260,14 +260,22 @@ class BatchEngine:
             batches = sorted({min(2 ** k, self.max_batch) for k in range(self.max_batch.bit_length() + 1)})
         return {batch: self.measure_step_costs(batch) for batch in sorted(batches)}
 
+    def plain_step_rates(self, batches: Sequence[int] | None = None) -> dict[int, float]:
+        """Plain decoding's steps per second at each batch size (the same sizes as `round_cost_tables`): a verify of
+        the anchor alone, no draft block (`Scheduling.plain`)."""
+        if batches is None:
+            batches = sorted({min(2 ** k, self.max_batch) for k in range(self.max_batch.bit_length() + 1)})
+        return {batch: self.measure_step_costs(batch, [1], drafting=False)(1) for batch in sorted(batches)}
+
     def measure_step_costs(self, batch: int, widths: Sequence[int] | None = None, repeats: int = 5,
-                           context: int | None = None) -> StepCostTable:
+                           context: int | None = None, drafting: bool = True) -> StepCostTable:
         """Time whole rounds at `batch` rows: one draft block (paid whatever is verified) + the verify step with every
         row at width T, for T in `widths` (default 1 … γ+1), attending to a `context`-position window (default: the
         whole cache) -> a StepCostTable over the verify width T. The widths are timed in turn, `repeats` times over,
         and each width keeps its median round, so a burst of load on a shared machine lands on one sample of every
         width rather than on all samples of one. Latency is made non-decreasing in T (a wider verify never costs
-        less; a timing dip must not stop Algorithm 1 early). Greedy; runs on idle rows."""
+        less; a timing dip must not stop Algorithm 1 early). `drafting` False: rounds without the draft block.
+        Greedy; runs on idle rows."""
         self._end_session()
         widths = list(widths) if widths is not None else list(range(1, self.round.gamma_max + 2))
         b = self.width_rows(batch)
@@ -276,7 +284,7 @@ class BatchEngine:
         synchronize = torch.cuda.synchronize if self.backend.device.type == "cuda" else (lambda: None)
 
         def one_round(t: int) -> None:
-            if self.draft is not None:
+            if self.draft is not None and drafting:
                 self.propose(b, window)
             self.round.lengths[:b] = t - 1  # every row verifies t − 1 drafts
             self.verify(b, t, window)

@@ -10,7 +10,10 @@ itself is `BatchRound`'s, driven through the engine's (graphed or eager) steps. 
 row's slot is filled by the last live row. One session per engine at a time: opening one ends the previous.
 `BatchEngine.generate` is a loop over a session. Lossless per request, as the engine is. `session.blocks = []`
 before stepping collects a `BlockRecord` per row and round (survival per slot, drafts verified, accepted) under a
-rule that computes confidences (threshold or algorithm1; a threshold of 0 verifies every draft).
+rule that computes confidences (threshold or algorithm1; a threshold of 0 verifies every draft). Under Algorithm 1
+with plain step rates (`Scheduling.plain`) a round drafts nothing when plain decoding is expected to be faster at its
+batch size: expected from the commits per row and the width of recent drafted rounds (a drafted round every
+`PROBE_EVERY` rounds keeps that estimate current).
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import torch
 
 from dspark.config import GenerationConfig
 from dspark.engine.batch_round import BatchRound
-from dspark.engine.schedule import survival
+from dspark.engine.schedule import Scheduling, survival
 from dspark.engine.stats import BlockRecord, GenerationResult, StatsRecorder
 
 
@@ -45,6 +48,9 @@ class RoundSteps(Protocol):
     def propose(self, b: int, window: int) -> None: ...
 
     def verify(self, b: int, t: int, window: int) -> None: ...
+
+
+PROBE_EVERY = 16  # with drafting switched off, every this many rounds one drafts again to refresh the estimate
 
 
 class Update(NamedTuple):
@@ -96,8 +102,13 @@ class _Request:
 class BatchSession:
     """Requests decoded together with one GenerationConfig's sampling settings; see the module docstring."""
 
-    def __init__(self, engine: RoundSteps, config: GenerationConfig, gamma: int, generator: torch.Generator):
+    def __init__(self, engine: RoundSteps, config: GenerationConfig, gamma: int, generator: torch.Generator,
+                 scheduling: Scheduling = Scheduling()):
         self.engine, self.config, self.gamma, self.generator = engine, config, gamma, generator
+        self.scheduling = scheduling
+        self._tau: float | None = None  # running commits per row of drafted rounds (Scheduling.plain's estimate)
+        self._width = 1.0  # running verify width of drafted rounds
+        self._undrafted = 0  # rounds in a row that drafted nothing
         self._requests: dict[Hashable, _Request] = {}
         self._queue: deque[_Request] = deque()
         self._slots: list[_Request | None] = [None] * engine.max_batch
@@ -245,27 +256,33 @@ class BatchSession:
         b = engine.width_rows(n)
         anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in rows)  # the furthest anchor
         window = engine.window(anchor_at + max(engine.round.verify_span, engine.round.block_size))
-        if self.gamma and self._ahead != (b, window):
+        drafting = self.gamma > 0 and self._drafting_pays(n)
+        if drafting and self._ahead != (b, window):
             engine.propose(b, window)  # drafts, and how many of them each row verifies
-        if engine.round.rule != "none":
+        if not drafting:
+            t = 1
+            if self.gamma:  # plain decoding is expected to be faster at this batch size: the anchor alone
+                engine.round.lengths[:b] = 0
+        elif engine.round.rule != "none":
             t = int(engine.round.width)  # the scheduled width (one small extra sync)
         else:
             t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in rows) - 1) + 1
             if t > 1 and engine.round.uses_tree(b):
                 t = engine.round.verify_span  # the whole tree (a row accepts at most its budget)
-        logged = self.blocks is not None and engine.round.rule != "none"
+        logged = self.blocks is not None and engine.round.rule != "none" and drafting
         if logged:  # this round's survival, before the next block overwrites the confidences
             alive = survival(engine.round.confidence[:n], engine.round.temperatures).clone()  # [n, γ]
         engine.verify(b, t, window)
         read = engine.round.packed_reader(n, t)
         self._ahead = None
-        if self.gamma and not (self._queue and self._ending >= 0.5):
+        if drafting and not (self._queue and self._ending >= 0.5):
             engine.propose(b, window)  # the next round's block, at this window (the next one's usual value)
             self._ahead = (b, window)
         packed = read()  # the round's one sync: it waits for verify, not for the block drafted after it
         if logged:
             self.blocks.extend(BlockRecord(tuple(row[: self.gamma]), p[1], p[0])
                                for row, p in zip(alive.tolist(), packed))
+        self._learn(drafting, packed[:n], t)
         ended = False
         for slot, request in enumerate(rows):
             new.setdefault(request.request_id, []).extend(request.commit(packed[slot]))
@@ -275,6 +292,26 @@ class BatchSession:
                 ended = True
         self._ending = 0.9 * self._ending + 0.1 * ended
         self._compact()
+
+    def _drafting_pays(self, n: int) -> bool:
+        """Whether a round over n rows drafts: always, unless the scheduling knows plain decoding's step rates and
+        the running estimate says plain decoding commits more per second at this batch size."""
+        plain = self.scheduling.plain_rate(n) if self.engine.round.rule == "algorithm1" else None
+        if plain is None or self._tau is None or self._undrafted >= PROBE_EVERY:
+            return True
+        return self._tau * self.scheduling.table(n)(round(self._width)) >= plain
+
+    def _learn(self, drafted: bool, packed: list[list[int]], width: int) -> None:
+        """Update the running commits per row and width of drafted rounds (or count an undrafted one)."""
+        if not drafted:
+            self._undrafted += 1
+            return
+        self._undrafted = 0
+        commits = sum(p[0] + 1 for p in packed) / max(1, len(packed))
+        if self._tau is None:
+            self._tau, self._width = commits, float(width)
+        else:
+            self._tau, self._width = 0.8 * self._tau + 0.2 * commits, 0.8 * self._width + 0.2 * width
 
     def _compact(self) -> None:
         """Move live rows into the holes below them so they occupy rows 0 … n−1."""

@@ -2,7 +2,8 @@
 
 Rules: `none` (every draft the token budget allows), `threshold` (cut at the first slot whose calibrated confidence
 σ(c_k / T_k) is below GenerationConfig.confidence_threshold) and `algorithm1` (the DSpark paper's hardware-aware
-prefix scheduler, on a round-cost table measured for this engine's verify pass: `BatchEngine.measure_step_costs`).
+prefix scheduler, on a round-cost table measured for this engine's verify pass: `BatchEngine.measure_step_costs`;
+given plain decoding's step rates too, a round skips drafting where plain decoding is expected to be faster).
 
 Every row of a round runs the target over the same width t (anchor + t−1 slots), so a round costs what its widest
 row costs. Algorithm 1's greedy search therefore runs over the shared width (`rectangle_drafts`): t grows one slot at
@@ -65,10 +66,14 @@ RULES = ("none", "threshold", "algorithm1")
 class Scheduling:
     """A rule and, for algorithm1, the round cost by verify width t (tokens per row): one table for every batch
     size, or {rows: table} as `BatchEngine.round_cost_tables` measures (a batch uses the smallest measured size that
-    holds it, else the largest)."""
+    holds it, else the largest). `plain` (algorithm1 only): plain decoding's steps per second by batch size
+    (`BatchEngine.plain_step_rates`); with it a round drafts nothing when plain decoding is expected to be faster at
+    its batch size — Algorithm 1 chooses among widths but pays the draft's block every round, which at many rows
+    on a large target can cost more than all it saves."""
 
     rule: str = "none"  # one of RULES
     cost: StepCostTable | Mapping[int, StepCostTable] | None = None
+    plain: Mapping[int, float] | None = None
 
     def __post_init__(self) -> None:
         if self.rule not in RULES:
@@ -76,12 +81,23 @@ class Scheduling:
         if self.rule == "algorithm1" and not self.cost:
             raise ValueError("algorithm1 scheduling needs a StepCostTable per batch size "
                              "(BatchEngine.round_cost_tables() measures them)")
+        if self.plain is not None and (self.rule != "algorithm1" or not self.plain
+                                       or any(r <= 0 for r in self.plain.values())):
+            raise ValueError("plain step rates go with algorithm1 and must be positive steps per second by batch "
+                             "size (BatchEngine.plain_step_rates() measures them)")
 
     def table(self, rows: int) -> StepCostTable:
         if isinstance(self.cost, StepCostTable):
             return self.cost
         sizes = sorted(self.cost)
         return self.cost[next((s for s in sizes if s >= rows), sizes[-1])]
+
+    def plain_rate(self, rows: int) -> float | None:
+        """Plain decoding's steps per second for a batch of `rows` (None without `plain`)."""
+        if not self.plain:
+            return None
+        sizes = sorted(self.plain)
+        return self.plain[next((s for s in sizes if s >= rows), sizes[-1])]
 
     def rates(self, rows: int, gamma: int, device: torch.device | None = None) -> torch.Tensor:
         """Rounds per second at verify widths 1 … γ+1 for a batch of `rows` [γ+1], float64."""

@@ -78,8 +78,9 @@ class BatchScheduler(JobCounts):
     def __init__(self, served: ServedModel, max_batch: int, max_queue: int,
                  on_change: Callable[[int, int], None] = lambda waiting, running: None, algorithm1: bool = False,
                  tree: TreeShape | None = None):
-        """`algorithm1`: every session schedules with the paper's Algorithm 1 on round-cost tables measured here,
-        once, before the engine thread starts (else the config's threshold rule, or none). `tree`: every round
+        """`algorithm1`: every session schedules with the paper's Algorithm 1 on round-cost tables and plain step
+        rates measured here, once, before the engine thread starts (a round drafts nothing where plain decoding is
+        expected to be faster); else the config's threshold rule, or none. `tree`: every round
         verifies a tree of drafts per row instead of the block's chain."""
         if max_batch < 1 or max_queue < 1:
             raise ValueError("a batched scheduler needs at least one row and room for one queued job")
@@ -89,7 +90,8 @@ class BatchScheduler(JobCounts):
         if self.engine.graphs is not None:  # capture now, not during the first requests of each shape
             log.info("capturing CUDA graphs for up to %d rows and %d positions", max_batch, served.context_length)
             log.info("captured %d CUDA graphs", self.engine.warm_up())
-        self.scheduling = Scheduling("algorithm1", self.engine.round_cost_tables()) if algorithm1 else None
+        self.scheduling = Scheduling("algorithm1", self.engine.round_cost_tables(),
+                                     self.engine.plain_step_rates()) if algorithm1 else None
         self._pending: deque[GenerationJob] = deque()
         self._live: dict[int, tuple[GenerationJob, TokenSink]] = {}
         self._ids = itertools.count()
