@@ -12,7 +12,7 @@ import torch
 
 from dspark.config import GenerationConfig
 from dspark.engine import markov_kernel
-from dspark.engine.sampling import RowSampling, processed_probs, sample
+from dspark.engine.sampling import RowSampling, processed_probs, proposal_config, sample
 from dspark.model.draft import DSparkDraft
 
 
@@ -60,10 +60,10 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
             token = logits.argmax(-1)  # [N]
         else:
             if rows is None:
-                q = processed_probs(logits, config)  # [N, V] (or [N, K])
+                q = processed_probs(logits, proposal_config(config))  # [N, V] (or [N, K])
                 token = sample(q, generator)
             else:  # each row its own settings and stream
-                q = rows.probs(logits)  # [N, V] (or [N, K])
+                q = rows.probs(logits, nucleus=False)  # [N, V] (or [N, K])
                 token = rows.sample(q)
             probs.append(q if vocab is None else vocab.widen(q))  # [N, V]
         if vocab is not None:

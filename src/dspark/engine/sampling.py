@@ -1,9 +1,12 @@
 """Turning logits into the distribution we sample from (temperature, top-k, top-p) and drawing from it, seeded.
 
-The same processing is applied to target and draft logits, so rejection sampling compares like with like.
-Greedy decoding (temperature 0) does not come through here: it is an argmax.
+The target's logits get the request's full processing; the draft proposes with its temperature and top-k but no
+top-p cut (`proposal_config`): rejection sampling is exact for any proposal distribution, as long as it reads the
+one each draft was drawn from. Greedy decoding (temperature 0) does not come through here: it is an argmax.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 
@@ -25,6 +28,14 @@ def processed_probs(logits: torch.Tensor, config: GenerationConfig) -> torch.Ten
         drop = drop_sorted.scatter(-1, order, drop_sorted)
         scores = scores.masked_fill(drop, float("-inf"))
     return scores.softmax(-1)
+
+
+def proposal_config(config: GenerationConfig) -> GenerationConfig:
+    """The settings the draft proposes with: the request's temperature and top-k, without the top-p cut. Speculative
+    sampling is exact for any proposal distribution q (acceptance min(1, p/q) and the residual read the q each draft
+    was drawn from; the target's p keeps every setting), and skipping the nucleus spares a sort of the vocabulary at
+    every drafted slot for about the same acceptance."""
+    return config if config.top_p >= 1.0 else replace(config, top_p=1.0)
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
@@ -65,13 +76,14 @@ class RowSampling:
         for row, position in zip(rows if rows is not None else range(len(positions)), positions):
             self.generators[row].manual_seed(hash((self.seeds[row], position, phase)) & (2**63 - 1))
 
-    def probs(self, logits: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
+    def probs(self, logits: torch.Tensor, rows: list[int] | None = None, nucleus: bool = True) -> torch.Tensor:
         """logits [B, ..., V] of rows `rows` (default 0 … B−1) -> each one's processed distribution [B, ..., V] fp32
-        (one-hot at the argmax for a greedy row); rows of the same settings are processed together."""
+        (one-hot at the argmax for a greedy row); rows of the same settings are processed together. `nucleus` False:
+        without the top-p cut (`proposal_config`: the draft's proposals)."""
         indices = list(rows if rows is not None else range(logits.shape[0]))
+        configs = [self.configs[row] if nucleus else proposal_config(self.configs[row]) for row in indices]
         groups: dict[tuple, list[int]] = {}
-        for i, row in enumerate(indices):
-            config = self.configs[row]
+        for i, config in enumerate(configs):
             key = ("greedy",) if config.greedy else (config.temperature, config.top_p, config.top_k)
             groups.setdefault(key, []).append(i)
         out = torch.empty(logits.shape, dtype=torch.float32, device=logits.device)
@@ -82,7 +94,7 @@ class RowSampling:
                 probs = torch.zeros(part.shape, dtype=torch.float32, device=logits.device)
                 probs.scatter_(-1, part.argmax(-1, keepdim=True), 1.0)
             else:
-                probs = processed_probs(part, self.configs[indices[members[0]]])
+                probs = processed_probs(part, configs[members[0]])
             out.index_copy_(0, at, probs)
         return out
 
