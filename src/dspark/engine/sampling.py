@@ -79,9 +79,11 @@ class RowSampling:
     def probs(self, logits: torch.Tensor, rows: list[int] | None = None, nucleus: bool = True) -> torch.Tensor:
         """logits [B, ..., V] of rows `rows` (default 0 … B−1) -> each one's processed distribution [B, ..., V] fp32
         (one-hot at the argmax for a greedy row); rows of the same settings are processed together. `nucleus` False:
-        without the top-p cut (`proposal_config`: the draft's proposals)."""
+        without the top-p cut (`proposal_config`: the draft's proposals), every row in one pass."""
         indices = list(rows if rows is not None else range(logits.shape[0]))
-        configs = [self.configs[row] if nucleus else proposal_config(self.configs[row]) for row in indices]
+        if not nucleus:
+            return self._proposal_probs(logits, [self.configs[row] for row in indices])
+        configs = [self.configs[row] for row in indices]
         groups: dict[tuple, list[int]] = {}
         for i, config in enumerate(configs):
             key = ("greedy",) if config.greedy else (config.temperature, config.top_p, config.top_k)
@@ -97,6 +99,28 @@ class RowSampling:
                 probs = processed_probs(part, configs[members[0]])
             out.index_copy_(0, at, probs)
         return out
+
+    @staticmethod
+    def _proposal_probs(logits: torch.Tensor, configs: list[GenerationConfig]) -> torch.Tensor:
+        """Temperature and top-k for each row at once (one top-k for all sampled rows); greedy rows one-hot."""
+        device, vocab = logits.device, logits.shape[-1]
+        shape = (-1,) + (1,) * (logits.dim() - 1)
+        temperature = torch.tensor([c.temperature if not c.greedy else 1.0 for c in configs], device=device)
+        scores = logits.float() / temperature.view(shape)  # [B, ..., V]
+        ks = [c.top_k if not c.greedy and 0 < c.top_k < vocab else 0 for c in configs]
+        if any(ks):
+            values = torch.topk(scores, max(ks), dim=-1).values  # [B, ..., k_max] descending
+            at = torch.tensor([max(k, 1) - 1 for k in ks], device=device).view(shape).expand(*scores.shape[:-1], 1)
+            kth = values.gather(-1, at)  # [B, ..., 1] each row's k-th largest score
+            kth = kth.masked_fill(torch.tensor([k == 0 for k in ks], device=device).view(shape), float("-inf"))
+            scores = scores.masked_fill(scores < kth, float("-inf"))
+        probs = scores.softmax(-1)  # [B, ..., V]
+        greedy = [i for i, c in enumerate(configs) if c.greedy]
+        if greedy:  # one-hot at the argmax
+            at = torch.tensor(greedy, device=device)
+            one_hot = torch.zeros((len(greedy), *logits.shape[1:]), dtype=torch.float32, device=device)
+            probs.index_copy_(0, at, one_hot.scatter_(-1, logits.index_select(0, at).argmax(-1, keepdim=True), 1.0))
+        return probs
 
     def sample(self, probs: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
         """probs [B, ..., V] of rows `rows` (default 0 … B−1) -> one token per row and position [B, ...], by inverse
