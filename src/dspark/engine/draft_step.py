@@ -12,7 +12,7 @@ import torch
 
 from dspark.config import GenerationConfig
 from dspark.engine import markov_kernel
-from dspark.engine.sampling import RowSampling, processed_probs, proposal_config, sample
+from dspark.engine.sampling import ProposalSampler, RowSampling, processed_probs, proposal_config, sample
 from dspark.model.draft import DSparkDraft
 
 
@@ -49,6 +49,7 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
     w2 = None if head is None else head.markov_w2 if vocab is None else vocab.markov_w2
     prev = anchors
     state = None if head is None else head.init_state(n, hidden.device, hidden.dtype)
+    sampler = None if greedy or rows is None else ProposalSampler(rows, n, gamma, base.shape[-1], hidden.device)
     tokens, probs, prevs = [], [], []
     for k in range(gamma):
         logits = base[:, k]  # [N, V] (or [N, K])
@@ -63,8 +64,8 @@ def decode_blocks(draft: DSparkDraft, hidden: torch.Tensor, anchors: torch.Tenso
                 q = processed_probs(logits, proposal_config(config))  # [N, V] (or [N, K])
                 token = sample(q, generator)
             else:  # each row its own settings and stream
-                q = rows.probs(logits, nucleus=False)  # [N, V] (or [N, K])
-                token = rows.sample(q)
+                q = sampler.probs(logits)  # [N, V] (or [N, K])
+                token = sampler.sample(q, k)
             probs.append(q if vocab is None else vocab.widen(q))  # [N, V]
         if vocab is not None:
             token = vocab.full_ids(token)  # [N] full-vocabulary ids

@@ -38,6 +38,13 @@ def proposal_config(config: GenerationConfig) -> GenerationConfig:
     return config if config.top_p >= 1.0 else replace(config, top_p=1.0)
 
 
+def inverse_cdf(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """probs [..., V] and uniforms [...] in [0, 1) -> the token each uniform picks [...] (inverse CDF)."""
+    cdf = probs.float().cumsum(-1)  # [..., V]
+    u = uniforms[..., None] * cdf[..., -1:]  # [..., 1] scaled to the total mass
+    return torch.searchsorted(cdf, u, right=True)[..., 0].clamp_(max=probs.shape[-1] - 1)
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
     """probs [..., V] -> one token id per row [...]."""
     flat = probs.reshape(-1, probs.shape[-1])
@@ -76,13 +83,10 @@ class RowSampling:
         for row, position in zip(rows if rows is not None else range(len(positions)), positions):
             self.generators[row].manual_seed(hash((self.seeds[row], position, phase)) & (2**63 - 1))
 
-    def probs(self, logits: torch.Tensor, rows: list[int] | None = None, nucleus: bool = True) -> torch.Tensor:
+    def probs(self, logits: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
         """logits [B, ..., V] of rows `rows` (default 0 … B−1) -> each one's processed distribution [B, ..., V] fp32
-        (one-hot at the argmax for a greedy row); rows of the same settings are processed together. `nucleus` False:
-        without the top-p cut (`proposal_config`: the draft's proposals), every row in one pass."""
+        (one-hot at the argmax for a greedy row); rows of the same settings are processed together."""
         indices = list(rows if rows is not None else range(logits.shape[0]))
-        if not nucleus:
-            return self._proposal_probs(logits, [self.configs[row] for row in indices])
         configs = [self.configs[row] for row in indices]
         groups: dict[tuple, list[int]] = {}
         for i, config in enumerate(configs):
@@ -100,38 +104,44 @@ class RowSampling:
             out.index_copy_(0, at, probs)
         return out
 
-    @staticmethod
-    def _proposal_probs(logits: torch.Tensor, configs: list[GenerationConfig]) -> torch.Tensor:
-        """Temperature and top-k for each row at once (one top-k for all sampled rows); greedy rows one-hot."""
-        device, vocab = logits.device, logits.shape[-1]
-        shape = (-1,) + (1,) * (logits.dim() - 1)
-        temperature = torch.tensor([c.temperature if not c.greedy else 1.0 for c in configs], device=device)
-        scores = logits.float() / temperature.view(shape)  # [B, ..., V]
-        ks = [c.top_k if not c.greedy and 0 < c.top_k < vocab else 0 for c in configs]
-        if any(ks):
-            values = torch.topk(scores, max(ks), dim=-1).values  # [B, ..., k_max] descending
-            at = torch.tensor([max(k, 1) - 1 for k in ks], device=device).view(shape).expand(*scores.shape[:-1], 1)
-            kth = values.gather(-1, at)  # [B, ..., 1] each row's k-th largest score
-            kth = kth.masked_fill(torch.tensor([k == 0 for k in ks], device=device).view(shape), float("-inf"))
-            scores = scores.masked_fill(scores < kth, float("-inf"))
-        probs = scores.softmax(-1)  # [B, ..., V]
-        greedy = [i for i, c in enumerate(configs) if c.greedy]
-        if greedy:  # one-hot at the argmax
-            at = torch.tensor(greedy, device=device)
-            one_hot = torch.zeros((len(greedy), *logits.shape[1:]), dtype=torch.float32, device=device)
-            probs.index_copy_(0, at, one_hot.scatter_(-1, logits.index_select(0, at).argmax(-1, keepdim=True), 1.0))
-        return probs
-
     def sample(self, probs: torch.Tensor, rows: list[int] | None = None) -> torch.Tensor:
         """probs [B, ..., V] of rows `rows` (default 0 … B−1) -> one token per row and position [B, ...], by inverse
         CDF on uniforms each row draws from its own stream."""
         indices = rows if rows is not None else range(probs.shape[0])
         count = probs[0, ..., 0].numel()
         u = torch.stack([torch.rand(count, generator=self.generators[row], device=probs.device) for row in indices])
-        cdf = probs.float().cumsum(-1)  # [B, ..., V]
-        u = u.reshape(*probs.shape[:-1], 1) * cdf[..., -1:]  # [B, ..., 1] scaled to the total mass
-        return torch.searchsorted(cdf, u, right=True)[..., 0].clamp_(max=probs.shape[-1] - 1)
+        return inverse_cdf(probs, u.reshape(probs.shape[:-1]))
 
     def uniform(self, rows: int, count: int, device: torch.device) -> torch.Tensor:
         """[rows, count] uniforms for rows 0 … rows−1, each from its own stream."""
         return torch.stack([torch.rand(count, generator=self.generators[row], device=device) for row in range(rows)])
+
+
+class ProposalSampler:
+    """The draft's sampling in one round for rows 0 … n−1 of a `RowSampling`: each row's proposal settings
+    (`proposal_config`: temperature and top-k) as tensors built once for the round's γ slots, and each row's γ
+    uniforms drawn at once from its stream (re-seeded for the propose step before this is built). Every slot then
+    processes all rows in one pass: one top-k for every sampled row, greedy rows one-hot at their argmax."""
+
+    def __init__(self, rows: RowSampling, n: int, slots: int, vocab: int, device: torch.device):
+        configs = [proposal_config(c) for c in rows.configs[:n]]
+        self.greedy = torch.tensor([c.greedy for c in configs], device=device)[:, None]  # [n, 1]
+        self.temperature = torch.tensor([1.0 if c.greedy else c.temperature for c in configs], device=device)[:, None]
+        ks = [c.top_k if not c.greedy and 0 < c.top_k < vocab else 0 for c in configs]
+        self.top_k = max(ks)
+        self.kth = torch.tensor([max(k, 1) - 1 for k in ks], device=device)[:, None]  # [n, 1] index of the k-th
+        self.no_cut = torch.tensor([k == 0 for k in ks], device=device)[:, None]  # [n, 1]
+        self.uniforms = rows.uniform(n, slots, device)  # [n, γ]
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """logits [n, V] -> each row's proposal distribution [n, V] fp32."""
+        scores = logits.float() / self.temperature  # [n, V]
+        if self.top_k:
+            kth = torch.topk(scores, self.top_k, dim=-1).values.gather(-1, self.kth)  # [n, 1] each row's k-th largest
+            scores = scores.masked_fill(scores < kth.masked_fill(self.no_cut, float("-inf")), float("-inf"))
+        one_hot = torch.zeros_like(scores).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)  # [n, V]
+        return torch.where(self.greedy, one_hot, scores.softmax(-1))
+
+    def sample(self, probs: torch.Tensor, slot: int) -> torch.Tensor:
+        """probs [n, V] -> one token per row [n], from each row's uniform for this slot."""
+        return inverse_cdf(probs, self.uniforms[:, slot])
