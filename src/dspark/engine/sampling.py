@@ -125,7 +125,8 @@ class ProposalSampler:
 
     def __init__(self, rows: RowSampling, n: int, slots: int, vocab: int, device: torch.device):
         configs = [proposal_config(c) for c in rows.configs[:n]]
-        self.greedy = torch.tensor([c.greedy for c in configs], device=device)[:, None]  # [n, 1]
+        greedy = [c.greedy for c in configs]
+        self.greedy = torch.tensor(greedy, device=device)[:, None] if any(greedy) else None  # [n, 1]
         self.temperature = torch.tensor([1.0 if c.greedy else c.temperature for c in configs], device=device)[:, None]
         ks = [c.top_k if not c.greedy and 0 < c.top_k < vocab else 0 for c in configs]
         self.top_k = max(ks)
@@ -139,8 +140,11 @@ class ProposalSampler:
         if self.top_k:
             kth = torch.topk(scores, self.top_k, dim=-1).values.gather(-1, self.kth)  # [n, 1] each row's k-th largest
             scores = scores.masked_fill(scores < kth.masked_fill(self.no_cut, float("-inf")), float("-inf"))
+        probs = scores.softmax(-1)  # [n, V]
+        if self.greedy is None:  # every row samples: no one-hot to build
+            return probs
         one_hot = torch.zeros_like(scores).scatter_(-1, logits.argmax(-1, keepdim=True), 1.0)  # [n, V]
-        return torch.where(self.greedy, one_hot, scores.softmax(-1))
+        return torch.where(self.greedy, one_hot, probs)
 
     def sample(self, probs: torch.Tensor, slot: int) -> torch.Tensor:
         """probs [n, V] -> one token per row [n], from each row's uniform for this slot."""
