@@ -9,9 +9,12 @@ Sections, in order, each in try/except (an error is recorded and the run goes on
   matrix    plain, DSpark's chain (dspark), DSpark's tree (dspark-tree) and transformers' static-cache `generate`
             (hf-static) at each --concurrency, T = 0, --repeats interleaved measurements per level (a row is their
             median); every speculative row checked token for token against plain
-  timeline  per round at 1 / 16 / 64 rows, plain and the chain, as the benchmark runs them (CUDA graphs, no added
-            syncs): device time of the verify and propose steps, device idle time before each (the host had not
-            launched it yet), the host path from the read-back to the next launch (round_timeline.py's measurement)
+  overlap   the matrix's workload at --overlap-rows rows, plain and the chain, with rounds overlapped (each launched
+            before the previous one's commits are read back: the engine's default on a GPU) and stepwise, interleaved
+  timeline  per round at --timeline-rows rows, plain and the chain, overlapped and stepwise, as the benchmark runs
+            them (CUDA graphs, no added syncs): device time of the verify and propose steps, device idle time before
+            each (the host had not launched it yet), the host path from the read-back to the next launch
+            (round_timeline.py's measurement)
   report    $OUT: throughput.json, report.md, plots, summary.json; against the figures recorded before the redesign
 Prints the table and ends with one JSON line.
 
@@ -24,6 +27,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -216,11 +220,64 @@ def timeline(args: argparse.Namespace, state: dict) -> dict:
             if engine.graphs is not None:
                 engine.warm_up()  # every graph captured now, not inside the instrumented run
             engine.generate(batch, replace(config, max_new_tokens=16))
-            out[f"{name}/{rows}"] = {k: round(v, 4) if isinstance(v, float) else v
-                                     for k, v in instrumented(engine, batch, config).items()}
+            for overlap in (True, False):  # the engine's default on a GPU, then stepwise rounds
+                engine.overlap = overlap
+                key = f"{name}/{rows}" + ("" if overlap else "/stepwise")
+                out[key] = {k: round(v, 4) if isinstance(v, float) else v
+                            for k, v in instrumented(engine, batch, config).items()}
             del engine
             if state["device"] == "cuda":
                 torch.cuda.empty_cache()
+    return out
+
+
+def overlap_ab(args: argparse.Namespace, state: dict) -> dict:
+    """The matrix's workload (its request count per level, prompts in turn) at each of --overlap-rows rows, plain
+    and the chain, with overlapped rounds (the engine's default on a GPU) and stepwise rounds, --repeats times
+    interleaved on one engine: median tokens/s of each and whether both gave the same tokens."""
+    from dspark.engine.batch import BatchEngine
+
+    models, prompts, settings = state["models"], state["prompts"], state["settings"]
+    config = GenerationConfig(max_new_tokens=args.max_new_tokens, eos_token_ids=models.eos_token_ids)
+    length = max(map(len, prompts)) + args.max_new_tokens + 16
+    sync = torch.cuda.synchronize if state["device"] == "cuda" else (lambda: None)
+    out: dict[str, Any] = {}
+    for rows in (int(r) for r in args.overlap_rows.split(",")):
+        batch = [prompts[i % len(prompts)] for i in range(settings.requests(rows))]
+        for name, draft in (("plain", None), ("dspark", models.draft)):
+            engine = BatchEngine(Target(models.model, models.draft.config.target_layer_ids), draft, rows, length)
+            if engine.graphs is not None:
+                engine.warm_up()
+            engine.generate(batch[:rows], replace(config, max_new_tokens=16))
+            seconds: dict[bool, list[float]] = {True: [], False: []}
+            tokens: dict[bool, list[list[int]]] = {}
+            for _ in range(args.repeats):
+                for overlap in (True, False):
+                    engine.overlap = overlap
+                    sync()
+                    began = time.perf_counter()
+                    results = engine.generate(batch, config)
+                    sync()
+                    seconds[overlap].append(time.perf_counter() - began)
+                    tokens[overlap] = [r.tokens for r in results]
+            count = sum(map(len, tokens[True]))
+            rates = {mode: count / statistics.median(seconds[mode]) for mode in (True, False)}
+            out[f"{name}/{rows}"] = {"requests": len(batch), "tokens": count,
+                                     "overlap_tokens_per_s": round(rates[True], 1),
+                                     "stepwise_tokens_per_s": round(rates[False], 1),
+                                     "gain": round(rates[True] / rates[False], 4),
+                                     "spread_s": {str(m): [round(x, 4) for x in seconds[m]] for m in (True, False)},
+                                     "identical": tokens[True] == tokens[False]}
+            log(f"overlap {name}/{rows}: {rates[True]:.0f} tok/s overlapped, {rates[False]:.0f} stepwise, "
+                f"identical {tokens[True] == tokens[False]}")
+            del engine
+            if state["device"] == "cuda":
+                torch.cuda.empty_cache()
+    for rows in (int(r) for r in args.overlap_rows.split(",")):
+        plain, chain = out.get(f"plain/{rows}"), out.get(f"dspark/{rows}")
+        if plain and chain:
+            out[f"speedup/{rows}"] = {mode: round(chain[f"{mode}_tokens_per_s"] / plain[f"{mode}_tokens_per_s"], 4)
+                                      for mode in ("overlap", "stepwise")}
     return out
 
 
@@ -246,7 +303,8 @@ def report(args: argparse.Namespace, state: dict, sections: Sections) -> list[st
     out = args.out
     files = []
     summary = {"sections": sections.record, "against_recorded": state.get("recorded"),
-               "timeline": state.get("timeline"), "device": state.get("device"), "command": state["command"]}
+               "overlap": state.get("overlap"), "timeline": state.get("timeline"), "device": state.get("device"),
+               "command": state["command"]}
     if state.get("result") is not None:
         path = save_result(state["result"], out / "throughput.json")
         written = write_report(labelled_runs([path]), out)
@@ -254,7 +312,8 @@ def report(args: argparse.Namespace, state: dict, sections: Sections) -> list[st
                  "|---|---|---|---|",
                  *(f"| {k} | {v['now']} | {v['recorded']} | {v['not_regressed']} |"
                    for k, v in (state.get("recorded") or {}).items()),
-                 "", "## Round timeline", "", "```json", json.dumps(state.get("timeline"), indent=1), "```", ""]
+                 "", "## Overlapped against stepwise rounds", "", "```json", json.dumps(state.get("overlap"), indent=1),
+                 "```", "", "## Round timeline", "", "```json", json.dumps(state.get("timeline"), indent=1), "```", ""]
         write_text(written.markdown, written.markdown.read_text() + "\n".join(extra))
         files += [str(path), str(written.markdown), *(str(p) for p in written.plots)]
     files.append(str(write_json(out / "summary.json", summary)))
@@ -276,6 +335,7 @@ def main() -> int:
     parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--methods", default="plain,dspark,dspark-tree,hf-static")
     parser.add_argument("--timeline-rows", default="1,16,64")
+    parser.add_argument("--overlap-rows", default="1,16,64", help="levels of the overlapped-vs-stepwise comparison")
     parser.add_argument("--method-budget", type=float, default=40.0, help="seconds per method and level")
     parser.add_argument("--deadline", type=float, default=540.0, help="seconds for the whole script")
     parser.add_argument("--reserve", type=float, default=60.0, help="seconds the matrix leaves for the timeline")
@@ -291,7 +351,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.smoke:
         args.num_prompts, args.waves, args.max_new_tokens, args.concurrency = 2, 1, 16, "1,2"
-        args.timeline_rows, args.repeats, args.draft_vocab = "1,2", 2, 0
+        args.timeline_rows, args.overlap_rows, args.repeats, args.draft_vocab = "1,2", "2", 2, 0
         args.deadline, args.reserve = min(args.deadline, 400.0), 60.0
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -308,6 +368,7 @@ def main() -> int:
     sections.run("matrix", lambda: matrix(args, state, sections), ("setup",), reserve=args.reserve / 2)
     if state.get("result") is not None:
         state["recorded"] = against_recorded(state["result"])
+    state["overlap"] = sections.run("overlap", lambda: overlap_ab(args, state), ("setup",), reserve=args.reserve / 2)
     state["timeline"] = sections.run("timeline", lambda: timeline(args, state), ("setup",), reserve=5.0)
     files = sections.run("report", lambda: report(args, state, sections), always=True)
     if state.get("result") is not None:
@@ -318,12 +379,15 @@ def main() -> int:
         print(f"timeline {key:10s} wall/round {t['wall_per_round_ms']:.3f} ms  gpu verify {t['gpu_verify_ms']:.3f}  "
               f"gpu propose {t['gpu_propose_ms']:.3f}  idle {t['idle_before_verify_ms'] + t['idle_before_propose_ms']:.3f}"
               f"  host path {t['host_path_ms']:.3f}  τ {t['tau']:.2f}")
+    for key, row in (state.get("overlap") or {}).items():
+        print(f"overlap {key:12s} {row}")
     result = state.get("result")
     print(json.dumps({"device": result.run.device if result else state.get("device"),
                       "commit": result.run.commit if result else None, "command": state["command"],
                       "sections": {k: {kk: vv for kk, vv in v.items() if kk != "traceback"}
                                    for k, v in sections.record.items()},
                       "against_recorded": state.get("recorded"), "files": files,
+                      "overlap": {k: v.get("gain", v) for k, v in (state.get("overlap") or {}).items()},
                       "rows": {f"{r.method}/{r.concurrency}": round(r.tokens_per_second, 1)
                                for r in (result.throughput if result else ()) if r.status == "ok"}}, default=str))
     return 0

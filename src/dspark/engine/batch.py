@@ -6,7 +6,8 @@ generates many times: `open` starts a stepping session that requests join and le
 (batch_session.py, the host bookkeeping); `generate` runs a fixed list of prompts through one session;
 `generate_batch` is the one-shot form. Each round: propose → schedule → verify (every row at the round's width t) →
 accept → extend the draft → advance, all on device (batch_round.py); the host syncs once per round to read
-[accepted, L, committed …] of every row, then applies EOS (an accepted EOS ends the row; later tokens are dropped),
+[accepted, L, committed …] of every row (on a GPU after the next round is launched, so the device need not wait
+for this bookkeeping: `overlap`), then applies EOS (an accepted EOS ends the row; later tokens are dropped),
 the max_new_tokens budget, and continuous batching: a finished row's slot takes the next prompt, or the last live
 row moves into it so the live rows stay 0 … n−1. With a `TreeShape` each round verifies a tree of drafts per row
 instead of the block's chain (static backend; up to its max_rows rows; greedy or sampled). With drafting off the
@@ -60,10 +61,13 @@ class BatchEngine:
     """Static caches for `max_batch` sequences of up to `max_length` positions (prompt + new tokens + a block)."""
 
     def __init__(self, target: Target, draft: DSparkDraft | None, max_batch: int = 8, max_length: int = 2048,
-                 cuda_graphs: bool | None = None, pad_to_buckets: bool | None = None, tree: TreeShape | None = None):
+                 cuda_graphs: bool | None = None, pad_to_buckets: bool | None = None, tree: TreeShape | None = None,
+                 overlap: bool | None = None):
         """`cuda_graphs` (default: on a CUDA device with the static backend) captures the greedy round's steps.
         `tree`: verify a tree of drafts per row instead of the block's chain (tree.py; greedy or sampled, no
-        scheduling rule; rounds over more than tree.max_rows rows verify the chain)."""
+        scheduling rule; rounds over more than tree.max_rows rows verify the chain). `overlap` (default: on a CUDA
+        device) launches each round before the host commits the previous one (`BatchSession.step`), so the device
+        does not wait for the host's bookkeeping; the same tokens either way."""
         if max_batch < 1 or max_length < 2:
             raise ValueError("max_batch must be >= 1 and max_length >= 2")
         if tree is not None:
@@ -88,6 +92,7 @@ class BatchEngine:
             raise ValueError("cuda_graphs=True needs the target on a CUDA device and the static backend "
                              "(Llama / Qwen3 / Qwen2 / Mistral)")
         self.round = BatchRound(self.backend, self.static_draft, max_batch, tree)
+        self.overlap = on_cuda if overlap is None else overlap
         self.pad_to_buckets = self.cuda_graphs if pad_to_buckets is None else pad_to_buckets
         # row counts the graphs are captured for: the powers of two below max_batch, and max_batch
         self.buckets = tuple(2 ** k for k in range(max_batch.bit_length()) if 2 ** k < max_batch) + (max_batch,)

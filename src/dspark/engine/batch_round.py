@@ -49,9 +49,11 @@ class BatchRound:
         self.confidence = zeros(max_batch, g, dtype=torch.float32)  # [B_max, γ] raw confidence logits
         self.lengths = zeros(max_batch)  # [B_max] drafts verified this round
         self.packed = zeros(max_batch, g + 3)  # [B_max, 2 + T]: accepted, L, committed tokens
-        # its host copy (pinned on CUDA, so the copy is queued without waiting for later work); None on the CPU
-        self.packed_host = (torch.zeros(max_batch, g + 3, dtype=torch.long, pin_memory=True)
-                            if device.type == "cuda" else None)
+        # its host copies, used in turn so a round's read-back can land while the next round's is queued (pinned on
+        # CUDA, so a copy is queued without waiting for later work); none on the CPU
+        self.packed_host = [torch.zeros(max_batch, g + 3, dtype=torch.long, pin_memory=True)
+                            for _ in range(2 if device.type == "cuda" else 0)]
+        self._reads = 0  # read-backs queued so far (which host copy the next one uses)
         self.prefill_ids = zeros(max_batch, target.max_length)  # [B_max, L] staged prompts
         self.prefill_meta = zeros(3, max_batch)  # [3, B_max] staged rows, prompt lengths, budgets
         self.first = zeros(max_batch)  # [B_max] each prefilled entry's first new token
@@ -175,18 +177,21 @@ class BatchRound:
     def packed_reader(self, n: int, t: int) -> Callable[[], list[list[int]]]:
         """Queue the copy of rows 0 … n−1 of `packed` (columns < t + 2) to the host after the steps issued so far;
         returns a function that waits for that copy alone and gives the rows as lists, so steps queued after this
-        call (the next block's draft) run on while the host commits."""
+        call (the next block's draft, the next round) run on while the host commits. Call each reader before the
+        next-but-one reader is made: two host copies take turns."""
         t = min(t, self.gamma_max + 1)  # a tree's verify commits at most a block and its bonus
-        if self.packed_host is None:
+        if not self.packed_host:
             rows = self.packed[:n, : t + 2].tolist()
             return lambda: rows
-        self.packed_host[:n].copy_(self.packed[:n], non_blocking=True)  # whole rows: one contiguous copy
+        host = self.packed_host[self._reads % 2]
+        self._reads += 1
+        host[:n].copy_(self.packed[:n], non_blocking=True)  # whole rows: one contiguous copy
         copied = torch.cuda.Event()
         copied.record()
 
         def wait() -> list[list[int]]:
             copied.synchronize()
-            return self.packed_host[:n, : t + 2].tolist()
+            return host[:n, : t + 2].tolist()
 
         return wait
 

@@ -13,13 +13,14 @@ before stepping collects a `BlockRecord` per row and round (survival per slot, d
 rule that computes confidences (threshold or algorithm1; a threshold of 0 verifies every draft). Under Algorithm 1
 with plain step rates (`Scheduling.plain`) a round drafts nothing when plain decoding is expected to be faster at its
 batch size: expected from the commits per row and the width of recent drafted rounds (a drafted round every
-`PROBE_EVERY` rounds keeps that estimate current).
+`PROBE_EVERY` rounds keeps that estimate current). With the engine's `overlap` (on a GPU) each step launches its
+round before it commits the previous step's round, so the device runs while the host does this bookkeeping.
 """
 from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import NamedTuple, Protocol
 
 import torch
@@ -35,6 +36,7 @@ class RoundSteps(Protocol):
 
     round: BatchRound
     max_batch: int
+    overlap: bool  # launch each round before the previous one's commits are read back (step's docstring)
 
     def check_request(self, label: object, prompt: Sequence[int], max_new_tokens: int, gamma: int) -> None: ...
 
@@ -59,6 +61,17 @@ class Update(NamedTuple):
     request_id: Hashable
     tokens: list[int]
     finished: bool  # EOS or the token budget: the request left its row (cancelled requests are not reported)
+
+
+class _Flight(NamedTuple):
+    """A launched round, until it lands: the request in each of its rows then, its read-back, its verify width,
+    whether it drafted, and (`session.blocks`) its block's survival per row and slot [n, γ]."""
+
+    rows: list[_Request]
+    read: Callable[[], list[list[int]]]
+    width: int
+    drafted: bool
+    alive: torch.Tensor | None
 
 
 class _Request:
@@ -115,6 +128,7 @@ class BatchSession:
         self._live = 0  # rows 0 … live−1 hold requests
         self._reported: list[Update] = []  # requests finished outside a step (budget 0), reported by the next step
         self._ahead: tuple[int, int] | None = None  # (rows, window) of a block already drafted for the rows as they are
+        self._flight: _Flight | None = None  # the round launched by the last step, not yet landed (overlap)
         self._ending = 0.0  # running share of rounds in which a request ended (a waiting request then takes its row)
         self.closed = False
         self._added = 0  # requests added so far (a seedless request's seed under a seeded session)
@@ -209,14 +223,21 @@ class BatchSession:
 
     # --- stepping ------------------------------------------------------------------------------------------------
     def step(self) -> list[Update]:
-        """Admit queued requests into free rows, then run one round over every live row."""
+        """Admit queued requests into free rows, then run one round over every live row. With the engine's `overlap`
+        the round is launched and the previous step's round lands (is read back and committed) while it runs, so
+        each step reports the previous round's tokens (admission's first tokens at once)."""
         self._check_open()
         new: dict[Hashable, list[int]] = {}
         updates, self._reported = self._reported, []
         self._fill(new)
-        n = self._live
-        if n:
-            self._round(n, new)
+        landing, self._flight = self._flight, None
+        launched = self._launch(self._live, landing is not None) if self._live else None
+        if landing is not None:  # committed after the next round is queued: the device runs on meanwhile
+            self._land(landing, new)
+        if launched is not None and self.engine.overlap:
+            self._flight = launched
+        elif launched is not None:
+            self._land(launched, new)
         for request_id, tokens in new.items():
             updates.append(Update(request_id, tokens, self._requests[request_id].finished))
         return updates
@@ -243,18 +264,23 @@ class BatchSession:
                     self._slots[slot] = request
             self._compact()
 
-    def _round(self, n: int, new: dict[Hashable, list[int]]) -> None:
-        """One round over rows 0 … n−1: propose, schedule, verify, one sync, commit, retire the finished rows.
+    def _launch(self, n: int, in_flight: bool) -> _Flight:
+        """Queue one round over rows 0 … n−1: propose, schedule, verify, the read-back of its commits, and the next
+        round's block.
 
-        The next round's block is drafted before the sync (the GPU drafts while the host commits): the propose step
-        reads only the rows' device state, which verify has just advanced, and a row that moves takes its block
-        along. The block is used when the next round has the same row bucket and attention window and admits no
-        request, else drafted again; so the drafts are the ones drafting after the sync would give (under Algorithm
-        1 the shared width may still count a row that just ended: lossless either way). It is not drafted ahead
-        while requests wait and most recent rounds ended one (the admission would discard it)."""
+        The next round's block is drafted before the read-back is waited for (the GPU drafts while the host commits):
+        the propose step reads only the rows' device state, which verify has just advanced, and a row that moves
+        takes its block along. The block is used when the next round has the same row bucket and attention window
+        and admits no request, else drafted again; so the drafts are the ones drafting after the sync would give
+        (under Algorithm 1 the shared width may still count a row that just ended: lossless either way). It is not
+        drafted ahead while requests wait and most recent rounds ended one (the admission would discard it). With a
+        round still in flight (overlap) the rows may be one block further than the host knows: the attention window
+        allows for it, and a row that the round in flight ends runs this round for nothing (its commits are dropped
+        when it lands)."""
         engine, rows = self.engine, self._slots[:n]
         b = engine.width_rows(n)
-        anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in rows)  # the furthest anchor
+        unseen = engine.round.gamma_max + 1 if in_flight else 0  # what the round in flight may commit per row
+        anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in rows) + unseen  # the furthest anchor
         window = engine.window(anchor_at + max(engine.round.verify_span, engine.round.block_size))
         drafting = self.gamma > 0 and self._drafting_pays(n)
         if drafting and self._ahead != (b, window):
@@ -269,8 +295,9 @@ class BatchSession:
             t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in rows) - 1) + 1
             if t > 1 and engine.round.uses_tree(b):
                 t = engine.round.verify_span  # the whole tree (a row accepts at most its budget)
-        logged = self.blocks is not None and engine.round.rule != "none" and drafting
-        if logged:  # this round's survival, before the next block overwrites the confidences
+        alive = None
+        if self.blocks is not None and engine.round.rule != "none" and drafting:
+            # this round's survival, before the next block overwrites the confidences
             alive = survival(engine.round.confidence[:n], engine.round.temperatures).clone()  # [n, γ]
         engine.verify(b, t, window)
         read = engine.round.packed_reader(n, t)
@@ -278,17 +305,25 @@ class BatchSession:
         if drafting and not (self._queue and self._ending >= 0.5):
             engine.propose(b, window)  # the next round's block, at this window (the next one's usual value)
             self._ahead = (b, window)
-        packed = read()  # the round's one sync: it waits for verify, not for the block drafted after it
-        if logged:
-            self.blocks.extend(BlockRecord(tuple(row[: self.gamma]), p[1], p[0])
-                               for row, p in zip(alive.tolist(), packed))
-        self._learn(drafting, packed[:n], t)
+        return _Flight(list(rows), read, t, drafting, alive)
+
+    def _land(self, flight: _Flight, new: dict[Hashable, list[int]]) -> None:
+        """Read a launched round back (its one sync: it waits for verify, not for the work queued after it), commit
+        each of its rows whose request is still running, retire the rows that finish and compact."""
+        packed = flight.read()
+        landed = [(slot, request) for slot, request in enumerate(flight.rows) if not request.finished]
+        if flight.alive is not None and self.blocks is not None:
+            alive = flight.alive.tolist()
+            self.blocks.extend(BlockRecord(tuple(alive[slot][: self.gamma]), packed[slot][1], packed[slot][0])
+                               for slot, _ in landed)
+        self._learn(flight.drafted, [packed[slot] for slot, _ in landed], flight.width)
         ended = False
-        for slot, request in enumerate(rows):
+        for slot, request in landed:
             new.setdefault(request.request_id, []).extend(request.commit(packed[slot]))
             if request.finished:
-                self._slots[slot] = None
-                engine.round.retire(slot)
+                row = slot if self._slots[slot] is request else self._slots.index(request)  # compaction moved it
+                self._slots[row] = None
+                self.engine.round.retire(row)
                 ended = True
         self._ending = 0.9 * self._ending + 0.1 * ended
         self._compact()
@@ -305,6 +340,8 @@ class BatchSession:
         """Update the running commits per row and width of drafted rounds (or count an undrafted one)."""
         if not drafted:
             self._undrafted += 1
+            return
+        if not packed:  # every row of the round had already finished
             return
         self._undrafted = 0
         commits = sum(p[0] + 1 for p in packed) / max(1, len(packed))
