@@ -2,11 +2,13 @@
 
 `throughput_h200.py`'s profile times each step with a sync around it, which serialises host and device. This script
 leaves the batched engine as it runs in the benchmark (CUDA graphs, the next block drafted before the round's one
-sync) and only records CUDA events around each step it launches (`_propose`, `_verify`, `_admit`: no sync) and host
-clock stamps around each launch and the round's read-back wait. From those:
-  gpu_ms      per round, the device time of the verify step and of the propose step (event to event)
+sync) and only records CUDA events around each step it launches (propose, verify, admit, and the eager row moves and
+retirements of continuous batching: no sync) and host clock stamps around each launch and the round's read-back wait.
+From those:
+  gpu_ms      per round, the device time of each step (event to event)
   idle_ms     per round, how long the device sat idle before each step (its start event minus the previous step's end
-              event): the host had not launched it yet
+              event): the host had not launched it yet; also the idle in total, its largest five gaps, and which
+              consecutive steps the most idle lies between
   host_ms     per round, the launch calls (graph replays), the read-back wait, and the host path from the read-back to
               the next verify's launch (commit, EOS, window, Python) — the part that can leave the device idle
 For each method (plain decoding, DSpark, and DSpark with a draft vocabulary of --draft-vocab K when its counts ship),
@@ -58,8 +60,10 @@ class Stamps:
         event.record()
         return event
 
-    def wrap(self, name: str, fn: Any) -> Any:
+    def wrap(self, name: str, fn: Any, skip: Any = lambda: False) -> Any:
         def timed(*args: Any) -> Any:
+            if skip():  # nested in another stamped step
+                return fn(*args)
             host = time.perf_counter()
             start = self.mark()
             out = fn(*args)
@@ -83,6 +87,17 @@ def instrumented(engine: BatchEngine, prompts: list[list[int]], config: Generati
     engine.propose = stamps.wrap("propose", type(engine).propose.__get__(engine))
     engine.verify = stamps.wrap("verify", type(engine).verify.__get__(engine))
     engine.admit = stamps.wrap("admit", type(engine).admit.__get__(engine))
+    moving = []  # a move retires its source row: that retire is part of the move
+
+    def move(source: int, destination: int) -> None:
+        moving.append(1)
+        try:
+            type(engine.round).move(engine.round, source, destination)
+        finally:
+            moving.pop()
+
+    engine.round.move = stamps.wrap("move", move)
+    engine.round.retire = stamps.wrap("retire", type(engine.round).retire.__get__(engine.round), lambda: bool(moving))
     reader = type(engine.round).packed_reader.__get__(engine.round)
 
     def packed_reader(n: int, t: int) -> Any:
@@ -101,20 +116,24 @@ def instrumented(engine: BatchEngine, prompts: list[list[int]], config: Generati
         results = engine.generate(prompts, config)
         wall = time.perf_counter() - began
     finally:
-        del engine.propose, engine.verify, engine.admit, engine.round.packed_reader
+        del engine.propose, engine.verify, engine.admit, engine.round.packed_reader, engine.round.move
+        del engine.round.retire
     device = stamps.device_ms()
     rounds = sum(1 for name, *_ in device if name == "verify")
     busy: dict[str, float] = {}
     idle: dict[str, float] = {}
+    gaps: list[tuple[float, str, str]] = []  # (idle ms, the step before, the step after)
     for i, (name, start, end) in enumerate(device):
         busy[name] = busy.get(name, 0.0) + (end - start)
         if i:
-            idle[name] = idle.get(name, 0.0) + max(0.0, start - device[i - 1][2])
+            gap = max(0.0, start - device[i - 1][2])
+            idle[name] = idle.get(name, 0.0) + gap
+            gaps.append((gap, device[i - 1][0], name))
     launches: dict[str, list[float]] = {}
     for name, h0, h1, _, _ in stamps.steps:
         launches.setdefault(name, []).append(1000 * (h1 - h0))
     verify_calls = [h0 for name, h0, *_ in stamps.steps if name == "verify"]
-    gaps = [1000 * (next_call - read_end) for (_, read_end), next_call in zip(stamps.reads, verify_calls[1:])
+    host_gaps = [1000 * (next_call - read_end) for (_, read_end), next_call in zip(stamps.reads, verify_calls[1:])
             if next_call > read_end]  # read-back → the next verify's launch (same request or the next one)
     tokens = sum(len(r.tokens) for r in results)
     per = max(1, rounds)
@@ -122,14 +141,22 @@ def instrumented(engine: BatchEngine, prompts: list[list[int]], config: Generati
            "tau": (tokens - len(results)) / per,  # each request's first token comes from its prefill, not a round
            "wall_per_round_ms": 1000 * wall / per,
            "device_span_ms": device[-1][2] - device[0][1]}
-    for name in ("verify", "propose", "admit"):
+    for name in ("verify", "propose", "admit", "move", "retire"):
         out[f"gpu_{name}_ms"] = busy.get(name, 0.0) / per
         out[f"idle_before_{name}_ms"] = idle.get(name, 0.0) / per
         out[f"launch_{name}_ms"] = statistics.median(launches[name]) if launches.get(name) else 0.0
         out[f"{name}_calls"] = len(launches.get(name, []))
     out["read_wait_ms"] = statistics.median([1000 * (b - a) for a, b in stamps.reads]) if stamps.reads else 0.0
-    out["host_path_ms"] = statistics.median(gaps) if gaps else 0.0
-    out["host_path_p90_ms"] = sorted(gaps)[int(0.9 * len(gaps))] if gaps else 0.0
+    out["host_path_ms"] = statistics.median(host_gaps) if host_gaps else 0.0
+    out["host_path_p90_ms"] = sorted(host_gaps)[int(0.9 * len(host_gaps))] if host_gaps else 0.0
+    idle_ms = sorted(g for g, *_ in gaps)
+    out["idle_total_ms"] = sum(idle_ms)
+    out["idle_gap_median_ms"] = statistics.median(idle_ms) if idle_ms else 0.0
+    out["idle_largest_5_ms"] = sum(idle_ms[-5:])
+    by_pair: dict[str, float] = {}
+    for gap, before, after in gaps:
+        by_pair[f"{before}>{after}"] = by_pair.get(f"{before}>{after}", 0.0) + gap
+    out["idle_by_pair_ms"] = {k: round(v, 3) for k, v in sorted(by_pair.items(), key=lambda kv: -kv[1])[:6]}
     return out
 
 

@@ -377,8 +377,9 @@ def main() -> int:
         print(f"{name:26s} now {figure['now']}  recorded {figure['recorded']}  ok {figure['not_regressed']}")
     for key, t in (state.get("timeline") or {}).items():
         print(f"timeline {key:10s} wall/round {t['wall_per_round_ms']:.3f} ms  gpu verify {t['gpu_verify_ms']:.3f}  "
-              f"gpu propose {t['gpu_propose_ms']:.3f}  idle {t['idle_before_verify_ms'] + t['idle_before_propose_ms']:.3f}"
-              f"  host path {t['host_path_ms']:.3f}  τ {t['tau']:.2f}")
+              f"gpu propose {t['gpu_propose_ms']:.3f}  move+retire {t['gpu_move_ms'] + t['gpu_retire_ms']:.3f}  "
+              f"idle {t['idle_total_ms'] / max(1, t['rounds']):.3f} (largest 5 gaps {t['idle_largest_5_ms']:.2f} ms of "
+              f"{t['idle_total_ms']:.2f})  host path {t['host_path_ms']:.3f}  τ {t['tau']:.2f}  {t['idle_by_pair_ms']}")
     for key, row in (state.get("overlap") or {}).items():
         print(f"overlap {key:12s} {row}")
     result = state.get("result")

@@ -40,13 +40,15 @@ def decoded_alone(prompt: str, max_tokens: int):
 
 
 @pytest.mark.slow
-def test_concurrent_greedy_requests_share_rounds_and_equal_decoding_each_alone_and_metrics_add_up():
+@pytest.mark.parametrize("overlap", [False, True])  # True: rounds overlapped as on a GPU
+def test_concurrent_greedy_requests_share_rounds_and_equal_decoding_each_alone_and_metrics_add_up(overlap):
     served = tiny_served()
     app = create_app(served, ServeSettings(port=0, max_concurrency=ROWS))
     with BackgroundServer(app) as url:
         scheduler = app.state.pool
         assert isinstance(scheduler, BatchScheduler)
         engine, gate, widths = scheduler.engine, threading.Event(), []
+        engine.overlap = overlap
         admit, verify = engine.admit, engine.verify
 
         def gated_admit(*args):  # the first admission waits until every other request is queued

@@ -6,8 +6,8 @@ generates many times: `open` starts a stepping session that requests join and le
 (batch_session.py, the host bookkeeping); `generate` runs a fixed list of prompts through one session;
 `generate_batch` is the one-shot form. Each round: propose → schedule → verify (every row at the round's width t) →
 accept → extend the draft → advance, all on device (batch_round.py); the host syncs once per round to read
-[accepted, L, committed …] of every row (on a GPU after the next round is launched, so the device need not wait
-for this bookkeeping: `overlap`), then applies EOS (an accepted EOS ends the row; later tokens are dropped),
+[accepted, L, committed …] of every row (after the next block is drafted, or, for a round that drafts nothing, on
+a GPU after the next round is launched: the device need not wait for this bookkeeping), then applies EOS (an accepted EOS ends the row; later tokens are dropped),
 the max_new_tokens budget, and continuous batching: a finished row's slot takes the next prompt, or the last live
 row moves into it so the live rows stay 0 … n−1. With a `TreeShape` each round verifies a tree of drafts per row
 instead of the block's chain (static backend; up to its max_rows rows; greedy or sampled). With drafting off the
@@ -66,7 +66,7 @@ class BatchEngine:
         """`cuda_graphs` (default: on a CUDA device with the static backend) captures the greedy round's steps.
         `tree`: verify a tree of drafts per row instead of the block's chain (tree.py; greedy or sampled, no
         scheduling rule; rounds over more than tree.max_rows rows verify the chain). `overlap` (default: on a CUDA
-        device) launches each round before the host commits the previous one (`BatchSession.step`), so the device
+        device) launches a round that drafts nothing before the host commits it (`BatchSession.step`), so the device
         does not wait for the host's bookkeeping; the same tokens either way."""
         if max_batch < 1 or max_length < 2:
             raise ValueError("max_batch must be >= 1 and max_length >= 2")

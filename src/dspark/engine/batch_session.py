@@ -13,8 +13,9 @@ before stepping collects a `BlockRecord` per row and round (survival per slot, d
 rule that computes confidences (threshold or algorithm1; a threshold of 0 verifies every draft). Under Algorithm 1
 with plain step rates (`Scheduling.plain`) a round drafts nothing when plain decoding is expected to be faster at its
 batch size: expected from the commits per row and the width of recent drafted rounds (a drafted round every
-`PROBE_EVERY` rounds keeps that estimate current). With the engine's `overlap` (on a GPU) each step launches its
-round before it commits the previous step's round, so the device runs while the host does this bookkeeping.
+`PROBE_EVERY` rounds keeps that estimate current). With the engine's `overlap` (on a GPU) a round that drafts nothing
+lands in the next step, after that step's round is launched, so the device runs while the host does this bookkeeping
+(`step`).
 """
 from __future__ import annotations
 
@@ -121,7 +122,7 @@ class BatchSession:
         self.scheduling = scheduling
         self._tau: float | None = None  # running commits per row of drafted rounds (Scheduling.plain's estimate)
         self._width = 1.0  # running verify width of drafted rounds
-        self._undrafted = 0  # rounds in a row that drafted nothing
+        self._undrafted = 0  # rounds in a row launched without drafting
         self._requests: dict[Hashable, _Request] = {}
         self._queue: deque[_Request] = deque()
         self._slots: list[_Request | None] = [None] * engine.max_batch
@@ -224,8 +225,11 @@ class BatchSession:
     # --- stepping ------------------------------------------------------------------------------------------------
     def step(self) -> list[Update]:
         """Admit queued requests into free rows, then run one round over every live row. With the engine's `overlap`
-        the round is launched and the previous step's round lands (is read back and committed) while it runs, so
-        each step reports the previous round's tokens (admission's first tokens at once)."""
+        a round that drafts nothing (plain decoding, or Algorithm 1 with drafting switched off) is left in flight:
+        it lands (is read back and committed) in the next step, after that step's round is launched, so the device
+        runs while the host commits. A drafted round lands in its own step: the next block, drafted before the
+        read-back, already keeps the device busy while the host commits, and a round launched early would only add a
+        dropped round for every request that ends."""
         self._check_open()
         new: dict[Hashable, list[int]] = {}
         updates, self._reported = self._reported, []
@@ -234,7 +238,7 @@ class BatchSession:
         launched = self._launch(self._live, landing is not None) if self._live else None
         if landing is not None:  # committed after the next round is queued: the device runs on meanwhile
             self._land(landing, new)
-        if launched is not None and self.engine.overlap:
+        if launched is not None and self.engine.overlap and not launched.drafted:
             self._flight = launched
         elif launched is not None:
             self._land(launched, new)
@@ -283,6 +287,7 @@ class BatchSession:
         anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in rows) + unseen  # the furthest anchor
         window = engine.window(anchor_at + max(engine.round.verify_span, engine.round.block_size))
         drafting = self.gamma > 0 and self._drafting_pays(n)
+        self._undrafted = 0 if drafting else self._undrafted + 1
         if drafting and self._ahead != (b, window):
             engine.propose(b, window)  # drafts, and how many of them each row verifies
         if not drafting:
@@ -337,13 +342,9 @@ class BatchSession:
         return self._tau * self.scheduling.table(n)(round(self._width)) >= plain
 
     def _learn(self, drafted: bool, packed: list[list[int]], width: int) -> None:
-        """Update the running commits per row and width of drafted rounds (or count an undrafted one)."""
-        if not drafted:
-            self._undrafted += 1
+        """Update the running commits per row and width of drafted rounds."""
+        if not drafted or not packed:  # an undrafted round, or every row of the round had already finished
             return
-        if not packed:  # every row of the round had already finished
-            return
-        self._undrafted = 0
         commits = sum(p[0] + 1 for p in packed) / max(1, len(packed))
         if self._tau is None:
             self._tau, self._width = commits, float(width)

@@ -181,9 +181,8 @@ class StaticTarget:
         return self.keys[0].device
 
     def copy_row(self, source: int, destination: int) -> None:
-        """Move one sequence's cache to another row (compacting the batch)."""
-        for cache in self.kv:
-            cache[destination].copy_(cache[source])
+        """Move one sequence's cache to another row (compacting the batch): every layer in one copy."""
+        self.cache[:, destination].copy_(self.cache[:, source])  # [layers, 2·H_kv, L, D]
 
     def keep_path(self, start: torch.Tensor, path: torch.Tensor) -> None:
         """After a tree verify of rows 0 … B−1 at start [B]: move the accepted path's keys/values, tree slots path
