@@ -270,3 +270,22 @@ def test_graphed_prefill_caps_its_width_at_the_cache_and_runs_large_admissions_e
     one = engine.generate([long[:7]], config)  # 1 × 64 padded tokens: graphed
     assert one[0].tokens == results[3].tokens
     assert [key[1:3] for key in engine.graphs.graphs if key[0] == "prefill"] == [(1, 64)]
+
+
+def test_bf16_logits_stay_bf16_and_commit_what_an_fp32_copy_of_them_commits(monkeypatch):
+    model = tiny_target("qwen3", vocab_size=64, hidden_size=32, num_layers=2, seed=2).to(torch.bfloat16)
+    cfg = draft_config_for(model, layer_ids=(0,), block_size=4, num_layers=1)
+    draft = random_draft(cfg, scale=3.0).to(torch.bfloat16)
+    target = Target(model, cfg.target_layer_ids)
+    prompts = [[3, 1, 4, 1, 5], [9, 2], [6]]
+    configs = [GenerationConfig(max_new_tokens=12), GenerationConfig(max_new_tokens=12, temperature=0.9, seed=5)]
+    engine = BatchEngine(target, draft, max_batch=2, max_length=32)
+    logits, _ = engine.backend.forward(torch.tensor([[3, 1]]), torch.tensor([0]))
+    assert logits.dtype == torch.bfloat16  # no fp32 copy of [B, T, V]
+    runs = [[r.tokens for r in engine.generate(prompts, config)] for config in configs]
+    forward = StaticTarget.forward
+    monkeypatch.setattr(StaticTarget, "forward", lambda self, *a, **k: (lambda out: (out[0].float(), out[1]))(
+        forward(self, *a, **k)))  # the same logits, converted to fp32 first
+    fp32 = [[r.tokens for r in BatchEngine(target, draft, max_batch=2, max_length=32).generate(prompts, config)]
+            for config in configs]
+    assert runs == fp32

@@ -9,8 +9,10 @@ Sections, in order, each in try/except (an error is recorded and the run goes on
   matrix    plain, DSpark's chain (dspark), DSpark's tree (dspark-tree) and transformers' static-cache `generate`
             (hf-static) at each --concurrency, T = 0, --repeats interleaved measurements per level (a row is their
             median); every speculative row checked token for token against plain
-  overlap   the matrix's workload at --overlap-rows rows, plain and the chain, with rounds overlapped (each launched
-            before the previous one's commits are read back: the engine's default on a GPU) and stepwise, interleaved
+  compare   the matrix's workload at --compare-rows rows, plain and the chain, under each variant of a comparison,
+            interleaved: "overlap" (rounds that draft nothing launched before the previous one is committed, the
+            engine's default on a GPU) against stepwise rounds; "logits" (the target's logits kept in the model's
+            dtype) against an fp32 copy of them
   timeline  per round at --timeline-rows rows, plain and the chain, overlapped and stepwise, as the benchmark runs
             them (CUDA graphs, no added syncs): device time of the verify and propose steps, device idle time before
             each (the host had not launched it yet), the host path from the read-back to the next launch
@@ -24,6 +26,7 @@ Prints the table and ends with one JSON line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -34,7 +37,7 @@ import time
 import traceback
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -231,53 +234,80 @@ def timeline(args: argparse.Namespace, state: dict) -> dict:
     return out
 
 
-def overlap_ab(args: argparse.Namespace, state: dict) -> dict:
-    """The matrix's workload (its request count per level, prompts in turn) at each of --overlap-rows rows, plain
-    and the chain, with overlapped rounds (the engine's default on a GPU) and stepwise rounds, --repeats times
-    interleaved on one engine: median tokens/s of each and whether both gave the same tokens."""
+@contextlib.contextmanager
+def fp32_logits() -> Iterator[None]:
+    """The static target's logits converted to fp32 before they are returned (the engine keeps the model's dtype):
+    the baseline of the logits comparison, in effect while its engine is built, captured and run."""
+    from dspark.engine.static_target import StaticTarget
+
+    forward = StaticTarget.forward
+    StaticTarget.forward = lambda self, *a, **k: (lambda out: (out[0].float(), out[1]))(forward(self, *a, **k))
+    try:
+        yield
+    finally:
+        StaticTarget.forward = forward
+
+
+COMPARISONS = {  # name -> {variant: (context it is built and run in, BatchEngine keyword arguments)}; first: ours
+    "overlap": {"overlap": (contextlib.nullcontext, {"overlap": True}),
+                "stepwise": (contextlib.nullcontext, {"overlap": False})},
+    "logits": {"model-dtype": (contextlib.nullcontext, {}), "fp32-copy": (fp32_logits, {})},
+}
+
+
+def compare(args: argparse.Namespace, state: dict, name: str) -> dict:
+    """The matrix's workload (its request count per level, prompts in turn) at each of --compare-rows rows, plain
+    and the chain, under each variant of COMPARISONS[name], --repeats times interleaved (an engine per variant):
+    median tokens/s of each and whether every variant gave the first one's tokens."""
     from dspark.engine.batch import BatchEngine
 
     models, prompts, settings = state["models"], state["prompts"], state["settings"]
     config = GenerationConfig(max_new_tokens=args.max_new_tokens, eos_token_ids=models.eos_token_ids)
     length = max(map(len, prompts)) + args.max_new_tokens + 16
     sync = torch.cuda.synchronize if state["device"] == "cuda" else (lambda: None)
+    variants = COMPARISONS[name]
     out: dict[str, Any] = {}
-    for rows in (int(r) for r in args.overlap_rows.split(",")):
+    for rows in (int(r) for r in args.compare_rows.split(",")):
         batch = [prompts[i % len(prompts)] for i in range(settings.requests(rows))]
-        for name, draft in (("plain", None), ("dspark", models.draft)):
-            engine = BatchEngine(Target(models.model, models.draft.config.target_layer_ids), draft, rows, length)
-            if engine.graphs is not None:
-                engine.warm_up()
-            engine.generate(batch[:rows], replace(config, max_new_tokens=16))
-            seconds: dict[bool, list[float]] = {True: [], False: []}
-            tokens: dict[bool, list[list[int]]] = {}
+        for method, draft in (("plain", None), ("dspark", models.draft)):
+            engines = {}
+            for label, (context, kwargs) in variants.items():
+                with context():
+                    engine = BatchEngine(Target(models.model, models.draft.config.target_layer_ids), draft, rows,
+                                         length, **kwargs)
+                    if engine.graphs is not None:
+                        engine.warm_up()
+                    engine.generate(batch[:rows], replace(config, max_new_tokens=16))
+                engines[label] = engine
+            seconds: dict[str, list[float]] = {label: [] for label in variants}
+            tokens: dict[str, list[list[int]]] = {}
             for _ in range(args.repeats):
-                for overlap in (True, False):
-                    engine.overlap = overlap
-                    sync()
-                    began = time.perf_counter()
-                    results = engine.generate(batch, config)
-                    sync()
-                    seconds[overlap].append(time.perf_counter() - began)
-                    tokens[overlap] = [r.tokens for r in results]
-            count = sum(map(len, tokens[True]))
-            rates = {mode: count / statistics.median(seconds[mode]) for mode in (True, False)}
-            out[f"{name}/{rows}"] = {"requests": len(batch), "tokens": count,
-                                     "overlap_tokens_per_s": round(rates[True], 1),
-                                     "stepwise_tokens_per_s": round(rates[False], 1),
-                                     "gain": round(rates[True] / rates[False], 4),
-                                     "spread_s": {str(m): [round(x, 4) for x in seconds[m]] for m in (True, False)},
-                                     "identical": tokens[True] == tokens[False]}
-            log(f"overlap {name}/{rows}: {rates[True]:.0f} tok/s overlapped, {rates[False]:.0f} stepwise, "
-                f"identical {tokens[True] == tokens[False]}")
-            del engine
+                for label, (context, _) in variants.items():
+                    with context():
+                        sync()
+                        began = time.perf_counter()
+                        results = engines[label].generate(batch, config)
+                        sync()
+                    seconds[label].append(time.perf_counter() - began)
+                    tokens[label] = [r.tokens for r in results]
+            first = next(iter(variants))
+            count = sum(map(len, tokens[first]))
+            rates = {label: count / statistics.median(seconds[label]) for label in variants}
+            out[f"{method}/{rows}"] = {"requests": len(batch), "tokens": count,
+                                      **{f"{label}_tokens_per_s": round(r, 1) for label, r in rates.items()},
+                                      "gain": round(rates[first] / rates[list(variants)[1]], 4),
+                                      "seconds": {label: [round(x, 4) for x in xs] for label, xs in seconds.items()},
+                                      "identical": all(t == tokens[first] for t in tokens.values())}
+            log(f"{name} {method}/{rows}: " + ", ".join(f"{label} {r:.0f} tok/s" for label, r in rates.items())
+                + f", identical {out[f'{method}/{rows}']['identical']}")
+            del engines
             if state["device"] == "cuda":
                 torch.cuda.empty_cache()
-    for rows in (int(r) for r in args.overlap_rows.split(",")):
+    for rows in (int(r) for r in args.compare_rows.split(",")):
         plain, chain = out.get(f"plain/{rows}"), out.get(f"dspark/{rows}")
         if plain and chain:
-            out[f"speedup/{rows}"] = {mode: round(chain[f"{mode}_tokens_per_s"] / plain[f"{mode}_tokens_per_s"], 4)
-                                      for mode in ("overlap", "stepwise")}
+            out[f"speedup/{rows}"] = {label: round(chain[f"{label}_tokens_per_s"] / plain[f"{label}_tokens_per_s"], 4)
+                                      for label in variants}
     return out
 
 
@@ -303,7 +333,7 @@ def report(args: argparse.Namespace, state: dict, sections: Sections) -> list[st
     out = args.out
     files = []
     summary = {"sections": sections.record, "against_recorded": state.get("recorded"),
-               "overlap": state.get("overlap"), "timeline": state.get("timeline"), "device": state.get("device"),
+               "compare": state.get("compare"), "timeline": state.get("timeline"), "device": state.get("device"),
                "command": state["command"]}
     if state.get("result") is not None:
         path = save_result(state["result"], out / "throughput.json")
@@ -312,8 +342,7 @@ def report(args: argparse.Namespace, state: dict, sections: Sections) -> list[st
                  "|---|---|---|---|",
                  *(f"| {k} | {v['now']} | {v['recorded']} | {v['not_regressed']} |"
                    for k, v in (state.get("recorded") or {}).items()),
-                 "", "## Overlapped against stepwise rounds", "", "```json", json.dumps(state.get("overlap"), indent=1),
-                 "```", "", "## Round timeline", "", "```json", json.dumps(state.get("timeline"), indent=1), "```", ""]
+                 "", "## Comparisons", "", "```json", json.dumps(state.get("compare"), indent=1), "```", "", "## Round timeline", "", "```json", json.dumps(state.get("timeline"), indent=1), "```", ""]
         write_text(written.markdown, written.markdown.read_text() + "\n".join(extra))
         files += [str(path), str(written.markdown), *(str(p) for p in written.plots)]
     files.append(str(write_json(out / "summary.json", summary)))
@@ -335,7 +364,8 @@ def main() -> int:
     parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--methods", default="plain,dspark,dspark-tree,hf-static")
     parser.add_argument("--timeline-rows", default="1,16,64")
-    parser.add_argument("--overlap-rows", default="1,16,64", help="levels of the overlapped-vs-stepwise comparison")
+    parser.add_argument("--compare", default="overlap,logits", help=f"comparisons to run, of {', '.join(COMPARISONS)}")
+    parser.add_argument("--compare-rows", default="16,64", help="levels of the comparisons")
     parser.add_argument("--method-budget", type=float, default=40.0, help="seconds per method and level")
     parser.add_argument("--deadline", type=float, default=540.0, help="seconds for the whole script")
     parser.add_argument("--reserve", type=float, default=60.0, help="seconds the matrix leaves for the timeline")
@@ -351,7 +381,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.smoke:
         args.num_prompts, args.waves, args.max_new_tokens, args.concurrency = 2, 1, 16, "1,2"
-        args.timeline_rows, args.overlap_rows, args.repeats, args.draft_vocab = "1,2", "2", 2, 0
+        args.timeline_rows, args.compare_rows, args.repeats, args.draft_vocab = "1,2", "2", 2, 0
         args.deadline, args.reserve = min(args.deadline, 400.0), 60.0
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -368,7 +398,9 @@ def main() -> int:
     sections.run("matrix", lambda: matrix(args, state, sections), ("setup",), reserve=args.reserve / 2)
     if state.get("result") is not None:
         state["recorded"] = against_recorded(state["result"])
-    state["overlap"] = sections.run("overlap", lambda: overlap_ab(args, state), ("setup",), reserve=args.reserve / 2)
+    for name in filter(None, args.compare.split(",")):
+        state.setdefault("compare", {})[name] = sections.run(name, lambda: compare(args, state, name), ("setup",),
+                                                             reserve=args.reserve / 2)
     state["timeline"] = sections.run("timeline", lambda: timeline(args, state), ("setup",), reserve=5.0)
     files = sections.run("report", lambda: report(args, state, sections), always=True)
     if state.get("result") is not None:
@@ -380,15 +412,17 @@ def main() -> int:
               f"gpu propose {t['gpu_propose_ms']:.3f}  move+retire {t['gpu_move_ms'] + t['gpu_retire_ms']:.3f}  "
               f"idle {t['idle_total_ms'] / max(1, t['rounds']):.3f} (largest 5 gaps {t['idle_largest_5_ms']:.2f} ms of "
               f"{t['idle_total_ms']:.2f})  host path {t['host_path_ms']:.3f}  τ {t['tau']:.2f}  {t['idle_by_pair_ms']}")
-    for key, row in (state.get("overlap") or {}).items():
-        print(f"overlap {key:12s} {row}")
+    for name, rows in (state.get("compare") or {}).items():
+        for key, row in (rows or {}).items():
+            print(f"{name} {key:12s} {row}")
     result = state.get("result")
     print(json.dumps({"device": result.run.device if result else state.get("device"),
                       "commit": result.run.commit if result else None, "command": state["command"],
                       "sections": {k: {kk: vv for kk, vv in v.items() if kk != "traceback"}
                                    for k, v in sections.record.items()},
                       "against_recorded": state.get("recorded"), "files": files,
-                      "overlap": {k: v.get("gain", v) for k, v in (state.get("overlap") or {}).items()},
+                      "compare": {name: {k: v.get("gain", v) for k, v in (rows or {}).items()}
+                                  for name, rows in (state.get("compare") or {}).items()},
                       "rows": {f"{r.method}/{r.concurrency}": round(r.tokens_per_second, 1)
                                for r in (result.throughput if result else ()) if r.status == "ok"}}, default=str))
     return 0

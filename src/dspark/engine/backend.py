@@ -1,7 +1,7 @@
 """The target behind one small protocol: what the engine's round asks of a target, and which backend runs it.
 
 A backend holds the KV cache of up to `max_batch` rows of `max_length` positions and runs the target over new tokens
-at each row's own position (`forward`), reporting fp32 logits and the features a DSpark draft reads. Entries past a
+at each row's own position (`forward`), reporting logits and the features a DSpark draft reads. Entries past a
 row's position are stale and never read, so a rejected draft needs no cropping: the next forward at that position
 overwrites them. Two backends implement it: `StaticTarget` (static_target.py: Llama / Qwen3 / Qwen2 / Mistral over a
 preallocated cache, fused projections, Triton kernels and CUDA graphs on a GPU) and `HFBackend` (hf_backend.py: any
@@ -33,7 +33,8 @@ class TargetBackend(Protocol):
                 logits_at: torch.Tensor | None = None, window: int | None = None,
                 tree: TreeDrafts | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """ids [B, T] at positions start_b … start_b+T−1 of cache rows `rows` [B] (None: rows 0 … B−1) -> logits
-        [B, T, V] fp32 (only column logits_at_b, [B, 1, V], when given) and features [B, T, m·d]. `window`: positions
+        [B, T, V] (fp32 or the model's dtype: consumers take an argmax or make their own fp32 probabilities; only
+        column logits_at_b, [B, 1, V], when given) and features [B, T, m·d]. `window`: positions
         every query attends within (a hint the static backend sizes its attention by). `tree`: ids are tree slots,
         slot t written at start_b + t, turned as position start_b + depth and attending to the context and its
         ancestors."""

@@ -245,7 +245,8 @@ class StaticTarget:
                 logits_at: torch.Tensor | None = None, window: int | None = None,
                 tree: TreeDrafts | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """ids [B, T] at positions start_b … start_b+T−1 of cache rows `rows` [B] (None: rows 0 … B−1) ->
-        logits [B, T, V] fp32 (only column logits_at_b's [B, 1, V] when given) and features [B, T, m·d].
+        logits [B, T, V] in the model's dtype (only column logits_at_b's [B, 1, V] when given; an argmax needs no
+        fp32 copy, and sampling makes its own) and features [B, T, m·d].
         Attention reads cache positions < window (default: all); every position a query sees must lie below it.
         `tree`: ids are a tree's slots (tree.py), slot t
         written at start_b + t, turned as position start_b + depth and attending to the context and its ancestors."""
@@ -289,7 +290,7 @@ class StaticTarget:
                 features.append(x)
         if logits_at is not None:
             h = h.gather(1, logits_at[:, None, None].expand(b, 1, h.shape[-1]))  # [B, 1, d]
-        return self.model.lm_head(h).float(), torch.cat(features, dim=-1)  # [B, T, V], [B, T, m·d]
+        return self.model.lm_head(h), torch.cat(features, dim=-1)  # [B, T, V] in the model's dtype, [B, T, m·d]
 
 
 def tree_visibility(start: torch.Tensor, visible: torch.Tensor, window: int) -> torch.Tensor:
