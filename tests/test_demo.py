@@ -13,7 +13,7 @@ from dspark.cli import main
 from dspark.cli import serve_default as default_model
 from dspark.config import GenerationConfig
 from dspark.engine.generate import generate
-from dspark.engine.schedule import StepCostTable
+from dspark.engine.schedule import Scheduling, StepCostTable
 from dspark.engine.stats import GenerationStats
 from dspark.formats import smollm2
 from dspark.model.target import Target
@@ -67,13 +67,16 @@ def test_algorithm1_cuts_blocks_part_way_on_a_rising_cost_table_not_on_a_flat_on
     flat = StepCostTable.from_latency_ms({w: 10.0 for w in range(1, 6)})
     rising = StepCostTable.from_latency_ms({1: 10.0, 2: 13.0, 3: 14.0, 4: 15.0, 5: 16.0})  # a CPU's shape
     whole = demo.run_suite(target, draft, "code", prompts, config)
-    on_flat = demo.run_suite(target, draft, "code", prompts, config, cost=flat)
-    on_rising = demo.run_suite(target, draft, "code", prompts, config, cost=rising)
+    on_flat = demo.run_suite(target, draft, "code", prompts, config, scheduling=Scheduling("algorithm1", flat))
+    on_rising = demo.run_suite(target, draft, "code", prompts, config, scheduling=Scheduling("algorithm1", rising))
     assert whole.lossless and on_flat.lossless and on_rising.lossless
     assert on_flat.stats.proposed_counts == whole.stats.proposed_counts  # nothing to save: every block whole
     assert 0 < min(on_rising.stats.proposed_counts) and max(on_rising.stats.proposed_counts) < 4  # cut, not skipped
     assert 1.0 < on_rising.drafts_per_round < whole.drafts_per_round
     assert on_rising.to_dict()["drafts_per_round"] == pytest.approx(on_rising.drafts_per_round)
+    plain_faster = Scheduling("algorithm1", flat, plain={1: 1e6})  # drafting never pays: rounds draft only to probe
+    probing = demo.run_suite(target, draft, "code", prompts, config, scheduling=plain_faster)
+    assert probing.lossless and 0 < probing.drafts_per_round < 0.5 * on_flat.drafts_per_round
 
 
 def test_an_unknown_schedule_is_one_setup_error_naming_the_choices():
@@ -94,7 +97,7 @@ def test_the_demo_measures_algorithm1s_cost_table_by_default_and_none_skips_it(i
 
 def test_the_demo_schedules_its_speculative_runs_with_the_table_it_measured(injected, monkeypatch, capsys):
     steep = StepCostTable.from_latency_ms({1: 10.0, **{w: 100.0 for w in range(2, 6)}})  # drafting never pays
-    monkeypatch.setattr(demo, "measure_round_costs", lambda setup, options: steep)
+    monkeypatch.setattr(demo, "measure_round_costs", lambda setup, options: Scheduling("algorithm1", steep))
     assert main(["demo", "--max-new-tokens", "16"]) == 0
     data = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert data["schedule"] == "algorithm1" and data["round_cost_ms"]["2"] == pytest.approx(100.0)
@@ -136,8 +139,8 @@ def test_demo_prints_a_column_per_suite_and_ends_with_a_lossless_json_line(injec
 def test_a_speculative_output_that_differs_from_plain_decoding_says_NO_and_exits_1(injected, monkeypatch, capsys):
     real = demo.timed_generate
 
-    def corrupt(target, draft, prompt, config, cost=None):
-        timed = real(target, draft, prompt, config, cost)
+    def corrupt(target, draft, prompt, config, scheduling=None):
+        timed = real(target, draft, prompt, config, scheduling)
         return timed if draft is None else demo.Timed([*timed.tokens[:-1], 0], timed.stats, timed.prefill_seconds,
                                                       timed.decode_seconds)
     monkeypatch.setattr(demo, "timed_generate", corrupt)

@@ -6,7 +6,7 @@ import torch
 
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.batch import engine_for
-from dspark.engine.schedule import StepCostTable
+from dspark.engine.schedule import Scheduling, StepCostTable
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
 
 PROMPT = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5]
@@ -39,7 +39,7 @@ def test_the_round_cost_table_covers_every_verify_width_and_leaves_the_engine_as
 def test_a_steep_cost_table_verifies_only_the_anchor_and_stays_lossless():
     model, target, draft = _pair()
     steep = StepCostTable.from_latency_ms({1: 1.0, 2: 100.0, 6: 500.0})  # one more token never pays for itself
-    result = generate(target, draft, PROMPT, GenerationConfig(max_new_tokens=20), cost=steep)
+    result = generate(target, draft, PROMPT, GenerationConfig(max_new_tokens=20), scheduling=Scheduling("algorithm1", steep))
     assert result.tokens == _greedy(model, 20)
     assert set(result.stats.proposed_counts) == {0} and set(result.stats.acceptance_lengths) == {1}
 
@@ -47,7 +47,7 @@ def test_a_steep_cost_table_verifies_only_the_anchor_and_stays_lossless():
 def test_a_flat_cost_table_verifies_whole_blocks_like_no_scheduling():
     model, target, draft = _pair()
     flat = StepCostTable.from_latency_ms({1: 5.0, 6: 5.0})  # verifying more is free: every slot with survival > 0
-    scheduled = generate(target, draft, PROMPT, GenerationConfig(max_new_tokens=20), cost=flat)
+    scheduled = generate(target, draft, PROMPT, GenerationConfig(max_new_tokens=20), scheduling=Scheduling("algorithm1", flat))
     unscheduled = generate(target, draft, PROMPT, GenerationConfig(max_new_tokens=20))
     assert scheduled.tokens == unscheduled.tokens == _greedy(model, 20)
     assert scheduled.stats.proposed_counts == unscheduled.stats.proposed_counts
@@ -58,7 +58,7 @@ def test_a_rising_cost_table_cuts_some_blocks_and_every_architecture_stays_lossl
     for arch in ("llama", "qwen3", "mistral", "deepseek_v3"):
         model, target, draft = _pair(arch)
         rising = StepCostTable.from_latency_ms({w: 10.0 + 3.0 * w for w in range(1, 7)})
-        result = generate(target, draft, PROMPT, GenerationConfig(max_new_tokens=24), cost=rising)
+        result = generate(target, draft, PROMPT, GenerationConfig(max_new_tokens=24), scheduling=Scheduling("algorithm1", rising))
         assert result.tokens == _greedy(model, 24), arch
         assert max(result.stats.proposed_counts) <= 5
 
@@ -67,6 +67,6 @@ def test_algorithm1_with_sampling_keeps_the_seeded_output_reproducible():
     _, target, draft = _pair()
     rising = StepCostTable.from_latency_ms({w: 10.0 + 3.0 * w for w in range(1, 7)})
     config = GenerationConfig(max_new_tokens=16, temperature=1.0, seed=11)
-    first = generate(target, draft, PROMPT, config, cost=rising).tokens
-    assert generate(target, draft, PROMPT, config, cost=rising).tokens == first
+    first = generate(target, draft, PROMPT, config, scheduling=Scheduling("algorithm1", rising)).tokens
+    assert generate(target, draft, PROMPT, config, scheduling=Scheduling("algorithm1", rising)).tokens == first
     assert len(first) == 16

@@ -16,6 +16,7 @@ from dspark.bench.runinfo import device_name, git_commit
 from dspark.config import GenerationConfig
 from dspark.demo import timed_generate
 from dspark.engine.batch import engine_for
+from dspark.engine.schedule import Scheduling
 from dspark.files import write_json
 from warm_demo import demo_parser, warm_demo
 
@@ -33,7 +34,7 @@ def main() -> None:
     for t in (float(x) for x in args.thresholds.split(",") if x):
         methods[f"threshold {t}"] = (setup.draft, GenerationConfig(**{**base.__dict__, "confidence_threshold": t}),
                                      None)
-    methods["algorithm1"] = (setup.draft, base, cost)
+    methods["algorithm1"] = (setup.draft, base, Scheduling("algorithm1", cost))
     rows = {}
     for suite, prompts in setup.prompts.items():
         plain_tokens = []

@@ -25,7 +25,7 @@ from dspark.config import GenerationConfig
 from dspark.engine.cpu_layout import WeightPlan, plan_cpu_layout
 from dspark.engine.batch import engine_for, prepare_pair
 from dspark.engine.generate import generate, generate_stream
-from dspark.engine.schedule import StepCostTable
+from dspark.engine.schedule import Scheduling
 from dspark.engine.stats import GenerationStats, StatsRecorder
 from dspark.model.draft import DSparkDraft
 from dspark.model.target import Target
@@ -77,14 +77,14 @@ class Timed:
 
 
 def timed_generate(target: Target, draft: DSparkDraft | None, prompt: Sequence[int],
-                   config: GenerationConfig, cost: StepCostTable | None = None) -> Timed:
+                   config: GenerationConfig, scheduling: Scheduling | None = None) -> Timed:
     """`generate_stream` with the time to the first token split from the rest (the part drafting speeds up);
-    `cost`: schedule blocks with Algorithm 1 on this round-cost table."""
+    `scheduling`: how many drafts each round verifies (`measure_round_costs`)."""
     recorder = StatsRecorder()
     tokens: list[int] = []
     began = time.perf_counter()
     first = None
-    for token in generate_stream(target, draft, list(prompt), config, recorder, cost=cost):
+    for token in generate_stream(target, draft, list(prompt), config, recorder, scheduling=scheduling):
         first = time.perf_counter() if first is None else first
         tokens.append(token)
     end = time.perf_counter()
@@ -148,13 +148,13 @@ class SuiteRun:
 
 def run_suite(target: Target, draft: DSparkDraft, suite: str, prompts: Sequence[Sequence[int]],
               config: GenerationConfig, on_prompt: Callable[[GenerationStats], None] = lambda stats: None,
-              cost: StepCostTable | None = None) -> SuiteRun:
-    """Generate every prompt speculatively (with `cost`: blocks scheduled by Algorithm 1 on that round-cost table)
+              scheduling: Scheduling | None = None) -> SuiteRun:
+    """Generate every prompt speculatively (with `scheduling`: as it decides how many drafts each round verifies)
     and plainly; `on_prompt` gets the merged stats so far after each."""
     stats = GenerationStats((), ())
     lossless, tokens, decode_tokens, spec_s, plain_s, prefill_s = True, 0, 0, 0.0, 0.0, 0.0
     for prompt in prompts:
-        spec = timed_generate(target, draft, prompt, config, cost)
+        spec = timed_generate(target, draft, prompt, config, scheduling)
         plain = timed_generate(target, None, prompt, config)
         lossless &= spec.tokens == plain.tokens
         stats = stats.merge(spec.stats)
@@ -266,22 +266,24 @@ def _first_prompt(setup: DemoSetup) -> list[int] | None:
     return next((p for prompts in setup.prompts.values() for p in prompts), None)
 
 
-def measure_round_costs(setup: DemoSetup, options: DemoOptions) -> StepCostTable | None:
-    """Algorithm 1's round-cost table on this machine (one draft block + a verify of each width, after the first
-    prompt's length of context; ~10 s on 2 cores), or None when `options.schedule` is "none", there is no prompt,
-    or the draft has no confidence head (DFlash mode: nothing to schedule by, every block is verified whole)."""
+def measure_round_costs(setup: DemoSetup, options: DemoOptions) -> Scheduling | None:
+    """Algorithm 1 on the round-cost table measured on this machine (one draft block + a verify of each width, after
+    the first prompt's length of context; ~10 s on 2 cores), or None when `options.schedule` is "none", there is no
+    prompt, or the draft has no confidence head (DFlash mode: nothing to schedule by, every block is verified
+    whole)."""
     first = _first_prompt(setup)
     if options.schedule == "none" or first is None or setup.draft.confidence_head is None:
         return None
     engine = engine_for(setup.target, setup.draft, [first], options.max_new_tokens, max_batch=1)
-    return engine.measure_step_costs(1, repeats=5, context=len(first) + options.max_new_tokens)
+    table = engine.measure_step_costs(1, repeats=5, context=len(first) + options.max_new_tokens)
+    return Scheduling("algorithm1", table)
 
 
-def run_demo(setup: DemoSetup, options: DemoOptions, cost: StepCostTable | None = None,
+def run_demo(setup: DemoSetup, options: DemoOptions, scheduling: Scheduling | None = None,
              on_suite: Callable[[str], None] = lambda suite: None,
              on_prompt: Callable[[str, GenerationStats], None] = lambda suite, stats: None) -> list[SuiteRun]:
-    """Every suite of `setup`, greedy; with `cost` (`measure_round_costs`) Algorithm 1 schedules the blocks, else
-    each is verified whole. `on_suite(suite)` before a suite starts, `on_prompt(suite, stats so far)` after each of
+    """Every suite of `setup`, greedy; with `scheduling` (`measure_round_costs`) Algorithm 1 schedules the blocks,
+    else each is verified whole. `on_suite(suite)` before a suite starts, `on_prompt(suite, stats so far)` after each of
     its prompts."""
     config = GenerationConfig(max_new_tokens=options.max_new_tokens, temperature=0.0,
                               eos_token_ids=setup.eos_token_ids)
@@ -292,5 +294,6 @@ def run_demo(setup: DemoSetup, options: DemoOptions, cost: StepCostTable | None 
     for suite, prompts in setup.prompts.items():
         on_suite(suite)
         runs.append(run_suite(setup.target, setup.draft, suite, prompts, config,
-                              on_prompt=lambda stats, suite=suite: on_prompt(suite, stats), cost=cost))
+                              on_prompt=lambda stats, suite=suite: on_prompt(suite, stats),
+                              scheduling=scheduling))
     return runs

@@ -114,9 +114,9 @@ def run(args: argparse.Namespace) -> int:
     if switching:
         console.print("GEMM calls timed at load, by rows (plain decoding uses the same): " + "; ".join(switching))
     with console.status("measuring round costs on this machine (Algorithm 1's table)…"):
-        cost = measure_round_costs(setup, options)
-    schedule = "none" if cost is None else "algorithm1"  # what ran: a draft without a confidence head has no choice
-    costs_ms = {} if cost is None else cost.latency_ms()
+        scheduling = measure_round_costs(setup, options)
+    schedule = "none" if scheduling is None else "algorithm1"  # a draft without a confidence head has no choice
+    costs_ms = {} if scheduling is None else scheduling.table(1).latency_ms()
     if costs_ms:
         console.print("round cost (draft block + verify) by verify width: "
                       + ", ".join(f"{w}: {ms:.0f} ms" for w, ms in costs_ms.items()))
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     with Progress(*columns, console=console) as progress:
         tasks = {suite: progress.add_task(f"{suite} ({SUITES[suite]})", total=len(prompts), tau="–", start=False)
                  for suite, prompts in setup.prompts.items()}
-        runs = run_demo(setup, options, cost, on_suite=lambda suite: progress.start_task(tasks[suite]),
+        runs = run_demo(setup, options, scheduling, on_suite=lambda suite: progress.start_task(tasks[suite]),
                         on_prompt=lambda suite, stats: progress.update(
                             tasks[suite], advance=1, tau=f"{stats.mean_acceptance_length:.2f}"))
     console.print(_table(runs, options.max_new_tokens, schedule))

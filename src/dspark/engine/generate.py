@@ -13,7 +13,7 @@ import torch
 
 from dspark.config import GenerationConfig
 from dspark.engine.batch import engine_for
-from dspark.engine.schedule import Scheduling, StepCostTable
+from dspark.engine.schedule import Scheduling
 from dspark.engine.stats import GenerationResult, StatsRecorder
 from dspark.model.draft import DSparkDraft
 from dspark.model.target import Target
@@ -32,13 +32,14 @@ def _prompt_ids(input_ids: Sequence[int] | torch.Tensor) -> list[int]:
 
 def generate_stream(target: Target, draft: DSparkDraft | None, input_ids: Sequence[int] | torch.Tensor,
                     config: GenerationConfig = GenerationConfig(), recorder: StatsRecorder | None = None,
-                    calibration: torch.Tensor | None = None, cost: StepCostTable | None = None) -> Iterator[int]:
-    """Yield new tokens as rounds commit them. `recorder` collects per-round acceptance. With `cost` (a round-cost table, `BatchEngine.measure_step_costs`) and
-    a confidence head, Algorithm 1 picks how many drafts to verify; else config.confidence_threshold may cut them."""
+                    calibration: torch.Tensor | None = None, scheduling: Scheduling | None = None) -> Iterator[int]:
+    """Yield new tokens as rounds commit them. `recorder` collects per-round acceptance. `scheduling`: how many drafts
+    each round verifies, e.g. `Scheduling("algorithm1", table, plain={1: steps_per_s})` with a draft that has a
+    confidence head (tables from `BatchEngine.measure_step_costs`; with plain decoding's step rate a round drafts
+    nothing where plain decoding is expected to be faster); None: config.confidence_threshold may cut them."""
     prompt = _prompt_ids(input_ids)
     engine = engine_for(target, draft if config.max_drafts != 0 else None, [prompt], config.max_new_tokens,
                         max_batch=1, cuda_graphs=False)  # a capture per call would cost more than it saves
-    scheduling = Scheduling("algorithm1", cost) if cost is not None else None
     session = engine.open(config, scheduling, calibration)
     session.add(0, prompt, config.max_new_tokens, recorder=recorder)
     while not session.idle:
@@ -49,9 +50,9 @@ def generate_stream(target: Target, draft: DSparkDraft | None, input_ids: Sequen
 
 def generate(target: Target, draft: DSparkDraft | None, input_ids: Sequence[int] | torch.Tensor,
              config: GenerationConfig = GenerationConfig(), calibration: torch.Tensor | None = None,
-             cost: StepCostTable | None = None) -> GenerationResult:
-    """The whole generation of one prompt: new tokens, acceptance stats and wall time."""
+             scheduling: Scheduling | None = None) -> GenerationResult:
+    """The whole generation of one prompt: new tokens, acceptance stats and wall time (`generate_stream`)."""
     recorder = StatsRecorder()
     began = time.perf_counter()
-    tokens = list(generate_stream(target, draft, input_ids, config, recorder, calibration, cost))
+    tokens = list(generate_stream(target, draft, input_ids, config, recorder, calibration, scheduling))
     return GenerationResult(tokens, recorder.freeze(), time.perf_counter() - began)
