@@ -13,13 +13,13 @@ def test_cache_attention_equals_sdpa_for_rows_windows_and_block_widths(facts):
     assert max(cases.values()) < 1e-5, cases
 
 
-def test_static_target_through_the_kernel_equals_the_hf_target_for_every_architecture(facts):
-    for arch in ("llama", "qwen3", "qwen2", "mistral"):
+def test_static_target_through_the_kernels_equals_the_hf_target_with_qk_norms_and_with_a_sliding_window(facts):
+    for arch in ("qwen3", "mistral"):  # the kernels' two paths each (interpreted_checks.static_target_agreement)
         assert facts[f"static target {arch}"] < 1e-4, arch
 
 
 def test_a_prefill_too_long_for_the_attention_tile_runs_the_layer_kernels_with_sdpa_and_equals_hf(facts):
-    for arch in ("llama", "qwen3", "qwen2", "mistral"):
+    for arch in ("qwen3", "mistral"):
         assert facts[f"static target {arch} long prefill"] < 1e-4, arch
 
 

@@ -83,7 +83,7 @@ def test_tree_accept_kernel_compiles_for_sm90():
     assert _cubin(compile_for_sm90(tree_kernel._accept_kernel, accept, {"BLOCK": 32, "BLOCK_G": 16}))
 
 
-@pytest.mark.parametrize("beam", [4, 8])
+@pytest.mark.parametrize("beam", [8])  # the shipped tree's beam
 def test_tree_beam_kernels_compile_for_sm90(beam):
     children = {"base_ptr": "*bf16", "base_stride": "i32", "w1_ptr": "*bf16", "w2_ptr": "*bf16", "prev_ptr": "*i64",
                 "value_ptr": "*fp32", "index_ptr": "*i64", "max_ptr": "*fp32", "sum_ptr": "*fp32", "parents": "i32",

@@ -70,7 +70,7 @@ BODIES = st.fixed_dictionaries(
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
 @given(body=BODIES, chat=st.booleans())
 def test_no_request_body_gets_a_5xx(url, body, chat):
