@@ -37,7 +37,7 @@ class RoundSteps(Protocol):
 
     round: BatchRound
     max_batch: int
-    overlap: bool  # launch each round before the previous one's commits are read back (step's docstring)
+    overlap: bool  # leave a round that drafts nothing in flight until the next step's round is launched (step)
 
     def check_request(self, label: object, prompt: Sequence[int], max_new_tokens: int, gamma: int) -> None: ...
 
@@ -345,7 +345,7 @@ class BatchSession:
         """Update the running commits per row and width of drafted rounds."""
         if not drafted or not packed:  # an undrafted round, or every row of the round had already finished
             return
-        commits = sum(p[0] + 1 for p in packed) / max(1, len(packed))
+        commits = sum(p[0] + 1 for p in packed) / len(packed)
         if self._tau is None:
             self._tau, self._width = commits, float(width)
         else:
