@@ -17,6 +17,8 @@ Sections, in order, each in try/except (an error is recorded and the run goes on
             them (CUDA graphs, no added syncs): device time of the verify and propose steps, device idle time before
             each (the host had not launched it yet), the host path from the read-back to the next launch
             (round_timeline.py's measurement)
+  trace     plain and the chain at --trace-rows rows on the matrix's workload under torch.profiler: device idle gaps
+            named by the host code running during them and the step whose launch ended them (round_trace.py)
   report    $OUT: throughput.json, report.md, plots, summary.json; against the figures recorded before the redesign
 Prints the table and ends with one JSON line.
 
@@ -234,6 +236,33 @@ def timeline(args: argparse.Namespace, state: dict) -> dict:
     return out
 
 
+def trace(args: argparse.Namespace, state: dict) -> dict:
+    """Plain and the chain at each of --trace-rows rows under torch.profiler (round_trace.py): the summary per run,
+    the gzipped traces in --out."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from round_trace import traced
+
+    from dspark.engine.batch import BatchEngine
+
+    models, prompts, settings = state["models"], state["prompts"], state["settings"]
+    config = GenerationConfig(max_new_tokens=args.max_new_tokens, eos_token_ids=models.eos_token_ids)
+    length = max(map(len, prompts)) + args.max_new_tokens + 16
+    out: dict[str, Any] = {}
+    for rows in (int(r) for r in args.trace_rows.split(",")):
+        batch = [prompts[i % len(prompts)] for i in range(settings.requests(rows))]
+        for name, draft in (("plain", None), ("dspark", models.draft)):
+            engine = BatchEngine(Target(models.model, models.draft.config.target_layer_ids), draft, rows, length)
+            if engine.graphs is not None:
+                engine.warm_up()
+            engine.generate(batch[:rows], replace(config, max_new_tokens=16))
+            out[f"{name}/{rows}"] = traced(engine, batch, config, args.out, f"trace-{name}-{rows}")
+            log(f"trace {name}/{rows}: {json.dumps(out[f'{name}/{rows}'])}")
+            del engine
+            if state["device"] == "cuda":
+                torch.cuda.empty_cache()
+    return out
+
+
 @contextlib.contextmanager
 def fp32_logits() -> Iterator[None]:
     """The static target's logits converted to fp32 before they are returned (the engine keeps the model's dtype):
@@ -333,7 +362,8 @@ def report(args: argparse.Namespace, state: dict, sections: Sections) -> list[st
     out = args.out
     files = []
     summary = {"sections": sections.record, "against_recorded": state.get("recorded"),
-               "compare": state.get("compare"), "timeline": state.get("timeline"), "device": state.get("device"),
+               "compare": state.get("compare"), "timeline": state.get("timeline"),
+               "trace": state.get("trace"), "device": state.get("device"),
                "command": state["command"]}
     if state.get("result") is not None:
         path = save_result(state["result"], out / "throughput.json")
@@ -342,7 +372,9 @@ def report(args: argparse.Namespace, state: dict, sections: Sections) -> list[st
                  "|---|---|---|---|",
                  *(f"| {k} | {v['now']} | {v['recorded']} | {v['not_regressed']} |"
                    for k, v in (state.get("recorded") or {}).items()),
-                 "", "## Comparisons", "", "```json", json.dumps(state.get("compare"), indent=1), "```", "", "## Round timeline", "", "```json", json.dumps(state.get("timeline"), indent=1), "```", ""]
+                 *(line for title, key in (("Comparisons", "compare"), ("Round timeline", "timeline"),
+                                           ("Profiler trace", "trace"))
+                   for line in ("", f"## {title}", "", "```json", json.dumps(state.get(key), indent=1), "```")), ""]
         write_text(written.markdown, written.markdown.read_text() + "\n".join(extra))
         files += [str(path), str(written.markdown), *(str(p) for p in written.plots)]
     files.append(str(write_json(out / "summary.json", summary)))
@@ -364,6 +396,7 @@ def main() -> int:
     parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--methods", default="plain,dspark,dspark-tree,hf-static")
     parser.add_argument("--timeline-rows", default="1,16,64")
+    parser.add_argument("--trace-rows", default="64", help="levels of the profiler trace (empty: none)")
     parser.add_argument("--compare", default="overlap,logits", help=f"comparisons to run, of {', '.join(COMPARISONS)}")
     parser.add_argument("--compare-rows", default="16,64", help="levels of the comparisons")
     parser.add_argument("--method-budget", type=float, default=40.0, help="seconds per method and level")
@@ -381,7 +414,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.smoke:
         args.num_prompts, args.waves, args.max_new_tokens, args.concurrency = 2, 1, 16, "1,2"
-        args.timeline_rows, args.compare_rows, args.repeats, args.draft_vocab = "1,2", "2", 2, 0
+        args.timeline_rows, args.compare_rows, args.trace_rows = "1,2", "2", "2"
+        args.repeats, args.draft_vocab = 2, 0
         args.deadline, args.reserve = min(args.deadline, 400.0), 60.0
     args.work.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -402,6 +436,8 @@ def main() -> int:
         state.setdefault("compare", {})[name] = sections.run(name, lambda: compare(args, state, name), ("setup",),
                                                              reserve=args.reserve / 2)
     state["timeline"] = sections.run("timeline", lambda: timeline(args, state), ("setup",), reserve=5.0)
+    if args.trace_rows:
+        state["trace"] = sections.run("trace", lambda: trace(args, state), ("setup",), reserve=5.0)
     files = sections.run("report", lambda: report(args, state, sections), always=True)
     if state.get("result") is not None:
         print_throughput(state["result"])
@@ -415,6 +451,8 @@ def main() -> int:
     for name, rows in (state.get("compare") or {}).items():
         for key, row in (rows or {}).items():
             print(f"{name} {key:12s} {row}")
+    for key, summary in (state.get("trace") or {}).items():
+        print(f"trace {key:10s} {json.dumps(summary)}")
     result = state.get("result")
     print(json.dumps({"device": result.run.device if result else state.get("device"),
                       "commit": result.run.commit if result else None, "command": state["command"],
