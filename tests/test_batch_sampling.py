@@ -89,11 +89,12 @@ def test_rows_of_different_settings_in_one_batch_each_follow_their_own_distribut
     assert counts["hot"] != counts["cool"]  # the rows really sampled with their own settings
 
 
-def test_a_seeded_row_samples_the_same_alone_and_beside_rows_of_other_settings():
+@pytest.mark.parametrize("buckets", [False, True], ids=["compacted", "free-rows-inside-the-bucket"])
+def test_a_seeded_row_samples_the_same_alone_and_beside_rows_of_other_settings(buckets):
     model = tiny_target("qwen3", vocab_size=32, hidden_size=32, num_layers=2, seed=1)
     cfg = draft_config_for(model, layer_ids=(0,), block_size=4, num_layers=1)
     engine = BatchEngine(Target(model, cfg.target_layer_ids), random_draft(cfg, scale=3.0), max_batch=4,
-                         max_length=48)
+                         max_length=48, pad_to_buckets=buckets)  # with buckets a row that ends stays free
     seeded = GenerationConfig(max_new_tokens=20, temperature=1.0, seed=1234)
     alone = engine.generate([[3, 1, 4]], seeded)[0].tokens
     session = engine.open(GenerationConfig(max_new_tokens=20))

@@ -3,6 +3,7 @@ cancelled, decode token for token as the batch-1 engine does (tokens and τ stat
 from __future__ import annotations
 
 import pytest
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from dspark import GenerationConfig, Target, generate
 from dspark.engine.batch import BatchEngine
@@ -85,3 +86,51 @@ def test_session_requests_are_checked_and_a_newer_session_ends_the_older(pair):
     with pytest.raises(RuntimeError, match="newer engine.open"):
         session.step()
     assert newer.idle and newer.step() == []
+
+
+class _Ops(TorchDispatchMode):
+    """Records the aten operators run inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.names: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def test_retiring_a_row_fills_its_buffers_in_place_and_copies_no_host_scalar_to_the_device(pair):
+    target, draft = pair
+    engine = BatchEngine(target, draft, max_batch=2, max_length=64)
+    engine.round.active.fill_(True)
+    engine.round.budget.fill_(9)
+    engine.round.start.fill_(5)
+    with _Ops() as ops:
+        engine.round.retire(1)
+    assert "copy_" not in ops.names and ops.names.count("fill_") == 3  # a copy from the host waits for the device
+    assert engine.round.active.tolist() == [True, False]
+    assert engine.round.budget.tolist() == [9, 0] and engine.round.start.tolist() == [5, 0]
+
+
+def test_a_waiting_request_takes_a_free_row_and_rows_move_only_when_that_shrinks_the_row_bucket(pair):
+    target, draft = pair
+    engine = BatchEngine(target, draft, max_batch=4, max_length=96, pad_to_buckets=True)  # buckets 1, 2, 4
+    moves: list[tuple[int, int, int, int]] = []  # (source, destination, live rows, rows the round ran)
+    move = engine.round.move
+
+    def watched(source: int, destination: int) -> None:
+        session = engine._session
+        assert not session.queued  # while requests wait, a free row is theirs: nothing moves
+        moves.append((source, destination, session.live, session._span))
+        move(source, destination)
+
+    engine.round.move = watched
+    order = ["a", "b", "c", "d", "e", "f", "g"]
+    config = GenerationConfig(max_new_tokens=40, eos_token_ids=(EOS_ID,))
+    results = engine.generate([PROMPTS[r] for r in order], config)
+    assert moves  # the last requests drain from 4 rows to 1: the bucket shrinks and rows move down
+    for source, destination, live, span in moves:
+        assert destination < source and engine.width_rows(live) < engine.width_rows(span)
+    for rid, result in zip(order, results):
+        assert result.tokens == generate(target, draft, PROMPTS[rid], config).tokens

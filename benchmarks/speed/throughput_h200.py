@@ -11,8 +11,7 @@ Sections, in order, each in try/except (an error is recorded and the run goes on
             median); every speculative row checked token for token against plain
   compare   the matrix's workload at --compare-rows rows, plain and the chain, under each variant of a comparison,
             interleaved: "overlap" (rounds that draft nothing launched before the previous one is committed, the
-            engine's default on a GPU) against stepwise rounds; "logits" (the target's logits kept in the model's
-            dtype) against an fp32 copy of them
+            engine's default on a GPU) against stepwise rounds, and the others in comparisons.py
   timeline  per round at --timeline-rows rows, plain and the chain, overlapped and stepwise, as the benchmark runs
             them (CUDA graphs, no added syncs): device time of the verify and propose steps, device idle time before
             each (the host had not launched it yet), the host path from the read-back to the next launch
@@ -28,7 +27,6 @@ Prints the table and ends with one JSON line.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -39,12 +37,15 @@ import time
 import traceback
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from comparisons import COMPARISONS  # noqa: E402
 
 from dspark.bench import throughput_job as job  # noqa: E402
 from dspark.bench.our_engine import OurEngine  # noqa: E402
@@ -209,7 +210,6 @@ def matrix(args: argparse.Namespace, state: dict, sections: Sections) -> Any:
 
 def timeline(args: argparse.Namespace, state: dict) -> dict:
     """Per round at each of --timeline-rows rows: device busy / idle and the host path (round_timeline.py)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from round_timeline import instrumented
 
     from dspark.engine.batch import BatchEngine
@@ -239,7 +239,6 @@ def timeline(args: argparse.Namespace, state: dict) -> dict:
 def trace(args: argparse.Namespace, state: dict) -> dict:
     """Plain and the chain at each of --trace-rows rows under torch.profiler (round_trace.py): the summary per run,
     the gzipped traces in --out."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from round_trace import traced
 
     from dspark.engine.batch import BatchEngine
@@ -261,27 +260,6 @@ def trace(args: argparse.Namespace, state: dict) -> dict:
             if state["device"] == "cuda":
                 torch.cuda.empty_cache()
     return out
-
-
-@contextlib.contextmanager
-def fp32_logits() -> Iterator[None]:
-    """The static target's logits converted to fp32 before they are returned (the engine keeps the model's dtype):
-    the baseline of the logits comparison, in effect while its engine is built, captured and run."""
-    from dspark.engine.static_target import StaticTarget
-
-    forward = StaticTarget.forward
-    StaticTarget.forward = lambda self, *a, **k: (lambda out: (out[0].float(), out[1]))(forward(self, *a, **k))
-    try:
-        yield
-    finally:
-        StaticTarget.forward = forward
-
-
-COMPARISONS = {  # name -> {variant: (context it is built and run in, BatchEngine keyword arguments)}; first: ours
-    "overlap": {"overlap": (contextlib.nullcontext, {"overlap": True}),
-                "stepwise": (contextlib.nullcontext, {"overlap": False})},
-    "logits": {"model-dtype": (contextlib.nullcontext, {}), "fp32-copy": (fp32_logits, {})},
-}
 
 
 def compare(args: argparse.Namespace, state: dict, name: str) -> dict:

@@ -122,14 +122,15 @@ class BatchRound:
         shape for CUDA graphs: a repeat writes the same values into the same row, so it changes nothing)."""
         k = len(slots)
         self._staged = (list(slots), [len(p) for p in prompts])
-        ids = torch.zeros(rows, width, dtype=torch.long)  # [rows, P]
+        pinned = bool(self.packed_host)  # on CUDA: copies queued without waiting for the steps before them
+        ids = torch.zeros(rows, width, dtype=torch.long, pin_memory=pinned)  # [rows, P]
         for i, prompt in enumerate(prompts):
             ids[i, : len(prompt)] = torch.tensor(prompt)
         ids[k:] = ids[0]
         meta = torch.tensor([slots + slots[:1] * (rows - k), [len(p) for p in prompts] + [len(prompts[0])] * (rows - k),
                              budgets + budgets[:1] * (rows - k)])  # [3, rows]
-        self.prefill_ids[:rows, :width].copy_(ids)
-        self.prefill_meta[:, :rows].copy_(meta)
+        self.prefill_ids[:rows, :width].copy_(ids, non_blocking=pinned)
+        self.prefill_meta[:, :rows].copy_(meta.pin_memory() if pinned else meta, non_blocking=pinned)
 
     @torch.inference_mode()
     def prefill(self, rows: int, width: int) -> None:
@@ -155,10 +156,12 @@ class BatchRound:
         self.active.index_fill_(0, slots, True)  # a scalar fill: no host tensor to copy (graph capture)
 
     def retire(self, slot: int) -> None:
+        """Free a row: inactive, no budget, at position 0. Fills on views: `buffer[slot] = 0` would copy a host
+        scalar to the device, which waits for every step queued before it."""
         self.rows.set(slot, GenerationConfig(), 0)
-        self.active[slot] = False
-        self.budget[slot] = 0
-        self.start[slot] = 0
+        self.active[slot].fill_(False)
+        self.budget[slot].fill_(0)
+        self.start[slot].fill_(0)
 
     def move(self, source: int, destination: int) -> None:
         """Move a live row to another slot (compaction): caches, state and its drafted block or tree (so a block

@@ -6,8 +6,11 @@ request (its own token budget and, optionally, its own EOS ids); `step()` first 
 (prefilled together; a request that ends at its first token frees its row for the next), then runs one round over
 all live rows and returns each request's new tokens; `cancel(request_id)` frees a row before the next round;
 `release(request_id)` hands back a finished request's result and forgets it. Host bookkeeping only: the round
-itself is `BatchRound`'s, driven through the engine's (graphed or eager) steps. Live rows stay 0 … n−1: a finished
-row's slot is filled by the last live row. One session per engine at a time: opening one ends the previous.
+itself is `BatchRound`'s, driven through the engine's (graphed or eager) steps. A round runs rows 0 … n−1, n past the
+last live row: a waiting request takes the lowest free row, and live rows are moved down into free ones (compaction)
+only when that lets the round run a smaller row bucket (`engine.width_rows`); a free row inside the round is retired
+(inactive, nothing verified), as a bucket's padding rows are. One session per engine at a time: opening one ends the
+previous.
 `BatchEngine.generate` is a loop over a session. Lossless per request, as the engine is. `session.blocks = []`
 before stepping collects a `BlockRecord` per row and round (survival per slot, drafts verified, accepted) under a
 rule that computes confidences (threshold or algorithm1; a threshold of 0 verifies every draft). Under Algorithm 1
@@ -126,7 +129,6 @@ class BatchSession:
         self._requests: dict[Hashable, _Request] = {}
         self._queue: deque[_Request] = deque()
         self._slots: list[_Request | None] = [None] * engine.max_batch
-        self._live = 0  # rows 0 … live−1 hold requests
         self._reported: list[Update] = []  # requests finished outside a step (budget 0), reported by the next step
         self._ahead: tuple[int, int] | None = None  # (rows, window) of a block already drafted for the rows as they are
         self._flight: _Flight | None = None  # the round launched by the last step, not yet landed (overlap)
@@ -139,12 +141,17 @@ class BatchSession:
     @property
     def idle(self) -> bool:
         """No live or queued request (and nothing left to report)."""
-        return not self._live and not self._queue and not self._reported
+        return not self._span and not self._queue and not self._reported
 
     @property
     def live(self) -> int:
         """Requests holding a row."""
-        return self._live
+        return sum(r is not None for r in self._slots)
+
+    @property
+    def _span(self) -> int:
+        """Rows a round runs: 0 … the last live row."""
+        return next((s + 1 for s in range(len(self._slots) - 1, -1, -1) if self._slots[s] is not None), 0)
 
     @property
     def queued(self) -> int:
@@ -235,7 +242,8 @@ class BatchSession:
         updates, self._reported = self._reported, []
         self._fill(new)
         landing, self._flight = self._flight, None
-        launched = self._launch(self._live, landing is not None) if self._live else None
+        span = self._span
+        launched = self._launch(span, landing is not None) if span else None
         if landing is not None:  # committed after the next round is queued: the device runs on meanwhile
             self._land(landing, new)
         if launched is not None and self.engine.overlap and not launched.drafted:
@@ -247,11 +255,11 @@ class BatchSession:
         return updates
 
     def _fill(self, new: dict[Hashable, list[int]]) -> None:
-        """Admit queued prompts into the free rows live … max_batch−1 (prefilled together); a request that ends at
-        its first token frees its row for the next prompt."""
+        """Admit queued prompts into the free rows, lowest first (prefilled together); a request that ends at its
+        first token frees its row for the next prompt. Then compact."""
         engine = self.engine
-        while self._live < engine.max_batch and self._queue:
-            free = list(range(self._live, engine.max_batch))
+        while self._queue and None in self._slots:
+            free = [s for s, r in enumerate(self._slots) if r is None]
             batch = [self._queue.popleft() for _ in range(min(len(free), len(self._queue)))]
             for request in batch:
                 request.began = time.perf_counter()
@@ -282,9 +290,10 @@ class BatchSession:
         allows for it, and a row that the round in flight ends runs this round for nothing (its commits are dropped
         when it lands)."""
         engine, rows = self.engine, self._slots[:n]
+        live = [r for r in rows if r is not None]
         b = engine.width_rows(n)
         unseen = engine.round.gamma_max + 1 if in_flight else 0  # what the round in flight may commit per row
-        anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in rows) + unseen  # the furthest anchor
+        anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in live) + unseen  # the furthest anchor
         window = engine.window(anchor_at + max(engine.round.verify_span, engine.round.block_size))
         drafting = self.gamma > 0 and self._drafting_pays(n)
         self._undrafted = 0 if drafting else self._undrafted + 1
@@ -297,7 +306,7 @@ class BatchSession:
         elif engine.round.rule != "none":
             t = int(engine.round.width)  # the scheduled width (one small extra sync)
         else:
-            t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in rows) - 1) + 1
+            t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in live) - 1) + 1
             if t > 1 and engine.round.uses_tree(b):
                 t = engine.round.verify_span  # the whole tree (a row accepts at most its budget)
         alive = None
@@ -314,9 +323,11 @@ class BatchSession:
 
     def _land(self, flight: _Flight, new: dict[Hashable, list[int]]) -> None:
         """Read a launched round back (its one sync: it waits for verify, not for the work queued after it), commit
-        each of its rows whose request is still running, retire the rows that finish and compact."""
+        each of its rows whose request is still running, retire the rows that finish and, when no request waits
+        for a free row, compact."""
         packed = flight.read()
-        landed = [(slot, request) for slot, request in enumerate(flight.rows) if not request.finished]
+        landed = [(slot, request) for slot, request in enumerate(flight.rows)
+                  if request is not None and not request.finished]
         if flight.alive is not None and self.blocks is not None:
             alive = flight.alive.tolist()
             self.blocks.extend(BlockRecord(tuple(alive[slot][: self.gamma]), packed[slot][1], packed[slot][0])
@@ -331,7 +342,8 @@ class BatchSession:
                 self.engine.round.retire(row)
                 ended = True
         self._ending = 0.9 * self._ending + 0.1 * ended
-        self._compact()
+        if not self._queue:  # else the next step's admission takes the free rows
+            self._compact()
 
     def _drafting_pays(self, n: int) -> bool:
         """Whether a round over n rows drafts: always, unless the scheduling knows plain decoding's step rates and
@@ -352,10 +364,12 @@ class BatchSession:
             self._tau, self._width = 0.8 * self._tau + 0.2 * commits, 0.8 * self._width + 0.2 * width
 
     def _compact(self) -> None:
-        """Move live rows into the holes below them so they occupy rows 0 … n−1."""
+        """Move live rows into the free rows below them so they occupy rows 0 … n−1, when that shrinks the round's
+        row bucket (a move copies the row's caches and state: a free row inside the bucket costs nothing)."""
         live = [s for s, r in enumerate(self._slots) if r is not None]
+        if self.engine.width_rows(len(live)) == self.engine.width_rows(self._span):
+            return
         holes = [s for s in range(len(live)) if self._slots[s] is None]
         for hole, source in zip(holes, [s for s in live if s >= len(live)]):
             self.engine.round.move(source, hole)
             self._slots[hole], self._slots[source] = self._slots[source], None
-        self._live = len(live)

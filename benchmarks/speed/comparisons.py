@@ -1,0 +1,87 @@
+"""The variants `throughput_h200.py --compare NAME` runs against each other: the engine as it is (first) and a
+baseline that puts one of its choices back the other way, as a context the baseline's engine is built and run in.
+
+  overlap  rounds that draft nothing launched before the previous one is committed, against stepwise rounds
+  logits   the target's logits kept in the model's dtype, against an fp32 copy of them
+  rows     row changes as the engine makes them (fills on the device, prompts staged from pinned memory, a free row
+           taken by a waiting request, compaction only when it shrinks the row bucket), against the baseline: a
+           retired row's buffers set from host scalars (a copy that waits for the device), prompts staged from
+           pageable memory, and compaction after every round that ends a request
+"""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+from dspark.config import GenerationConfig
+from dspark.engine.batch_round import BatchRound
+from dspark.engine.batch_session import BatchSession
+from dspark.engine.static_target import StaticTarget
+
+
+@contextlib.contextmanager
+def fp32_logits() -> Iterator[None]:
+    """The static target's logits converted to fp32 before they are returned."""
+    forward = StaticTarget.forward
+    StaticTarget.forward = lambda self, *a, **k: (lambda out: (out[0].float(), out[1]))(forward(self, *a, **k))
+    try:
+        yield
+    finally:
+        StaticTarget.forward = forward
+
+
+def _retire_from_host(self: BatchRound, slot: int) -> None:
+    self.rows.set(slot, GenerationConfig(), 0)
+    self.active[slot] = False
+    self.budget[slot] = 0
+    self.start[slot] = 0
+
+
+def _stage_pageable(self: BatchRound, slots: list[int], prompts: list[list[int]], budgets: list[int], rows: int,
+                    width: int) -> None:
+    k = len(slots)
+    self._staged = (list(slots), [len(p) for p in prompts])
+    ids = torch.zeros(rows, width, dtype=torch.long)  # [rows, P]
+    for i, prompt in enumerate(prompts):
+        ids[i, : len(prompt)] = torch.tensor(prompt)
+    ids[k:] = ids[0]
+    meta = torch.tensor([slots + slots[:1] * (rows - k), [len(p) for p in prompts] + [len(prompts[0])] * (rows - k),
+                         budgets + budgets[:1] * (rows - k)])  # [3, rows]
+    self.prefill_ids[:rows, :width].copy_(ids)
+    self.prefill_meta[:, :rows].copy_(meta)
+
+
+def _compact_always(self: BatchSession) -> None:
+    live = [s for s, r in enumerate(self._slots) if r is not None]
+    holes = [s for s in range(len(live)) if self._slots[s] is None]
+    for hole, source in zip(holes, [s for s in live if s >= len(live)]):
+        self.engine.round.move(source, hole)
+        self._slots[hole], self._slots[source] = self._slots[source], None
+
+
+@contextlib.contextmanager
+def rows_before() -> Iterator[None]:
+    """Row changes the baseline way (module docstring)."""
+    saved = (BatchRound.retire, BatchRound.stage, BatchSession._compact, BatchSession._land)
+    land = BatchSession._land
+
+    def land_then_compact(self: BatchSession, flight, new) -> None:
+        land(self, flight, new)
+        _compact_always(self)
+
+    BatchRound.retire, BatchRound.stage = _retire_from_host, _stage_pageable
+    BatchSession._compact, BatchSession._land = _compact_always, land_then_compact
+    try:
+        yield
+    finally:
+        BatchRound.retire, BatchRound.stage, BatchSession._compact, BatchSession._land = saved
+
+
+COMPARISONS = {  # name -> {variant: (context it is built and run in, BatchEngine keyword arguments)}; first: ours
+    "overlap": {"overlap": (contextlib.nullcontext, {"overlap": True}),
+                "stepwise": (contextlib.nullcontext, {"overlap": False})},
+    "logits": {"model-dtype": (contextlib.nullcontext, {}), "fp32-copy": (fp32_logits, {})},
+    "rows": {"free-rows": (contextlib.nullcontext, {}), "before": (rows_before, {})},
+}
