@@ -21,7 +21,7 @@ from fixture_paths import CONFORMANCE  # noqa: E402
 @pytest.fixture(autouse=True)
 def _deterministic():
     torch.manual_seed(0)
-    torch.set_num_threads(2)
+    torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)  # a worker per core under xdist
     yield
 
 

@@ -372,7 +372,7 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="interleaved measurements per level (median row)")
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--concurrency", default="1,4,16,64")
-    parser.add_argument("--methods", default="plain,dspark,dspark-tree,hf-static")
+    parser.add_argument("--methods", default="plain,dspark,dspark-tree,hf-static", help="the matrix's (empty: none)")
     parser.add_argument("--timeline-rows", default="1,16,64")
     parser.add_argument("--trace-rows", default="64", help="levels of the profiler trace (empty: none)")
     parser.add_argument("--compare", default="overlap,logits", help=f"comparisons to run, of {', '.join(COMPARISONS)}")
@@ -405,9 +405,10 @@ def main() -> int:
                                                             repeats=args.repeats)}
     log(f"torch {torch.__version__}, cuda {torch.cuda.is_available()}")
     sections.run("setup", lambda: setup(args, state))
-    if state.get("device") == "cuda":
-        state["graphs"] = sections.run("graphs", lambda: graphs_check(state), ("setup",), reserve=args.reserve)
-    sections.run("matrix", lambda: matrix(args, state, sections), ("setup",), reserve=args.reserve / 2)
+    if args.methods:  # an empty --methods runs only the comparisons, the timeline and the trace
+        if state.get("device") == "cuda":
+            state["graphs"] = sections.run("graphs", lambda: graphs_check(state), ("setup",), reserve=args.reserve)
+        sections.run("matrix", lambda: matrix(args, state, sections), ("setup",), reserve=args.reserve / 2)
     if state.get("result") is not None:
         state["recorded"] = against_recorded(state["result"])
     for name in filter(None, args.compare.split(",")):
