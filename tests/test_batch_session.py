@@ -3,6 +3,7 @@ cancelled, decode token for token as the batch-1 engine does (tokens and τ stat
 from __future__ import annotations
 
 import pytest
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from dspark import GenerationConfig, Target, generate
@@ -116,21 +117,39 @@ def test_retiring_a_row_fills_its_buffers_in_place_and_copies_no_host_scalar_to_
 def test_a_waiting_request_takes_a_free_row_and_rows_move_only_when_that_shrinks_the_row_bucket(pair):
     target, draft = pair
     engine = BatchEngine(target, draft, max_batch=4, max_length=96, pad_to_buckets=True)  # buckets 1, 2, 4
-    moves: list[tuple[int, int, int, int]] = []  # (source, destination, live rows, rows the round ran)
-    move = engine.round.move
+    moves: list[tuple[list[int], list[int], int, int]] = []  # (sources, destinations, live rows, rows the round ran)
+    move_rows = engine.round.move_rows
 
-    def watched(source: int, destination: int) -> None:
+    def watched(sources: list[int], destinations: list[int]) -> None:
         session = engine._session
         assert not session.queued  # while requests wait, a free row is theirs: nothing moves
-        moves.append((source, destination, session.live, session._span))
-        move(source, destination)
+        moves.append((sources, destinations, session.live, session._span))
+        move_rows(sources, destinations)
 
-    engine.round.move = watched
+    engine.round.move_rows = watched
     order = ["a", "b", "c", "d", "e", "f", "g"]
     config = GenerationConfig(max_new_tokens=40, eos_token_ids=(EOS_ID,))
     results = engine.generate([PROMPTS[r] for r in order], config)
     assert moves  # the last requests drain from 4 rows to 1: the bucket shrinks and rows move down
-    for source, destination, live, span in moves:
-        assert destination < source and engine.width_rows(live) < engine.width_rows(span)
+    for sources, destinations, live, span in moves:
+        assert max(destinations) < live <= min(sources) and engine.width_rows(live) < engine.width_rows(span)
     for rid, result in zip(order, results):
         assert result.tokens == generate(target, draft, PROMPTS[rid], config).tokens
+
+
+def test_moving_rows_at_once_gives_each_destination_its_sources_caches_and_state_and_retires_the_sources(pair):
+    target, draft = pair
+    engine = BatchEngine(target, draft, max_batch=4, max_length=64)
+    r = engine.round
+    for buffer in (r.anchor, r.start, r.budget, r.drafts, r.lengths, r.target.cache, r.draft.kv[0]):
+        buffer.copy_(torch.arange(buffer.numel()).reshape(buffer.shape).to(buffer.dtype) + 1)
+    r.active.fill_(True)
+    before = {name: getattr(r, name).clone() for name in ("anchor", "start", "budget", "drafts", "lengths")}
+    cache, context = r.target.cache.clone(), r.draft.kv[0].clone()
+    r.move_rows([3, 2], [0, 1])
+    for name, old in before.items():
+        now = getattr(r, name)
+        assert torch.equal(now[0], old[3]) and torch.equal(now[1], old[2]), name
+    assert torch.equal(r.target.cache[:, 0], cache[:, 3]) and torch.equal(r.target.cache[:, 1], cache[:, 2])
+    assert torch.equal(r.draft.kv[0][0], context[3]) and torch.equal(r.draft.kv[0][1], context[2])
+    assert r.active.tolist() == [True, True, False, False] and r.budget[2:].tolist() == [0, 0]

@@ -239,11 +239,12 @@ def test_a_row_moved_into_a_finished_rows_place_takes_its_drafted_tree_along():
     prompts = PROMPTS[:4]
     config = GenerationConfig(max_new_tokens=40, eos_token_ids=(EOS_ID,))
     session = engine.open(config)
-    for i, (prompt, budget) in enumerate(zip(prompts, (6, 40, 40, 40))):  # row 0 ends first; row 3 moves to 0
-        session.add(i, prompt, budget)
+    for i, (prompt, budget) in enumerate(zip(prompts, (6, 40, 40, 40))):  # row 0 ends first, then others: rows move
+        session.add(i, prompt, budget)                                       # down once 2 rows are left (bucket 2)
     moves = []
-    move = engine.round.move
-    engine.round.move = lambda source, destination: (moves.append((source, destination)), move(source, destination))
+    move_rows = engine.round.move_rows
+    engine.round.move_rows = lambda sources, destinations: (moves.append((sources, destinations)),
+                                                            move_rows(sources, destinations))
     while not session.idle:
         session.step()
     results = [session.release(i) for i in range(4)]

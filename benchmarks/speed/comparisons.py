@@ -4,9 +4,10 @@ baseline that puts one of its choices back the other way, as a context the basel
   overlap  rounds that draft nothing launched before the previous one is committed, against stepwise rounds
   logits   the target's logits kept in the model's dtype, against an fp32 copy of them
   rows     row changes as the engine makes them (fills on the device, prompts staged from pinned memory, a free row
-           taken by a waiting request, compaction only when it shrinks the row bucket), against the baseline: a
-           retired row's buffers set from host scalars (a copy that waits for the device), prompts staged from
-           pageable memory, and compaction after every round that ends a request
+           taken by a waiting request, compaction only when it shrinks the row bucket, every row of it moved at
+           once), against the baseline: a retired row's buffers set from host scalars (a copy that waits for the
+           device), prompts staged from pageable memory, compaction after every round that ends a request, a row at
+           a time
 """
 from __future__ import annotations
 
@@ -53,11 +54,26 @@ def _stage_pageable(self: BatchRound, slots: list[int], prompts: list[list[int]]
     self.prefill_meta[:, :rows].copy_(meta)
 
 
+def _move_row(self: BatchRound, source: int, destination: int) -> None:
+    """One row's move, a copy per buffer and draft layer (the static backend's cache in one)."""
+    self.target.cache[:, destination].copy_(self.target.cache[:, source])
+    if self.draft is not None:
+        for cache in self.draft.kv:
+            cache[destination].copy_(cache[source])
+    self.rows.move(source, destination)
+    buffers = [self.anchor, self.start, self.budget, self.active, self.drafts, self.confidence, self.lengths]
+    buffers += [self.probs] if self.probs is not None else []
+    buffers += list(self.trees.parts) if self.tree is not None else []
+    for buffer in buffers:
+        buffer[destination] = buffer[source]
+    _retire_from_host(self, source)
+
+
 def _compact_always(self: BatchSession) -> None:
     live = [s for s, r in enumerate(self._slots) if r is not None]
     holes = [s for s in range(len(live)) if self._slots[s] is None]
     for hole, source in zip(holes, [s for s in live if s >= len(live)]):
-        self.engine.round.move(source, hole)
+        _move_row(self.engine.round, source, hole)
         self._slots[hole], self._slots[source] = self._slots[source], None
 
 

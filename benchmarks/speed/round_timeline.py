@@ -89,14 +89,14 @@ def instrumented(engine: BatchEngine, prompts: list[list[int]], config: Generati
     engine.admit = stamps.wrap("admit", type(engine).admit.__get__(engine))
     moving = []  # a move retires its source row: that retire is part of the move
 
-    def move(source: int, destination: int) -> None:
+    def move(sources: list[int], destinations: list[int]) -> None:
         moving.append(1)
         try:
-            type(engine.round).move(engine.round, source, destination)
+            type(engine.round).move_rows(engine.round, sources, destinations)
         finally:
             moving.pop()
 
-    engine.round.move = stamps.wrap("move", move)
+    engine.round.move_rows = stamps.wrap("move", move)
     engine.round.retire = stamps.wrap("retire", type(engine.round).retire.__get__(engine.round), lambda: bool(moving))
     reader = type(engine.round).packed_reader.__get__(engine.round)
 
@@ -116,7 +116,7 @@ def instrumented(engine: BatchEngine, prompts: list[list[int]], config: Generati
         results = engine.generate(prompts, config)
         wall = time.perf_counter() - began
     finally:
-        del engine.propose, engine.verify, engine.admit, engine.round.packed_reader, engine.round.move
+        del engine.propose, engine.verify, engine.admit, engine.round.packed_reader, engine.round.move_rows
         del engine.round.retire
     device = stamps.device_ms()
     rounds = sum(1 for name, *_ in device if name == "verify")

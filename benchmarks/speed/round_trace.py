@@ -37,7 +37,7 @@ from dspark.engine.batch_session import BatchSession
 
 SESSION_LABELS = ("_fill", "_launch", "_land", "_compact", "_learn")  # BatchSession methods
 ENGINE_LABELS = ("propose", "verify", "admit")  # BatchEngine methods (graphed or eager)
-ROUND_LABELS = ("move", "retire", "packed_reader")  # BatchRound methods (eager row changes, the read-back copy)
+ROUND_LABELS = ("move_rows", "retire", "packed_reader")  # BatchRound methods (eager row changes, the read-back copy)
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
 

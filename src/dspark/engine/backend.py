@@ -40,8 +40,9 @@ class TargetBackend(Protocol):
         ancestors."""
         ...
 
-    def copy_row(self, source: int, destination: int) -> None:
-        """Move one sequence's cache to another row (compacting the batch)."""
+    def copy_rows(self, sources: torch.Tensor, destinations: torch.Tensor) -> None:
+        """Move sequences' caches to other rows (compacting the batch): rows sources [k] to destinations [k], the
+        two sets disjoint, as device tensors."""
         ...
 
     def keep_path(self, start: torch.Tensor, path: torch.Tensor) -> None:

@@ -163,19 +163,24 @@ class BatchRound:
         self.budget[slot].fill_(0)
         self.start[slot].fill_(0)
 
-    def move(self, source: int, destination: int) -> None:
-        """Move a live row to another slot (compaction): caches, state and its drafted block or tree (so a block
-        drafted before the move stays valid)."""
-        self.target.copy_row(source, destination)
+    def move_rows(self, sources: list[int], destinations: list[int]) -> None:
+        """Move live rows to free ones (compaction), all in one gather and scatter per buffer: caches, state and each
+        row's drafted block or tree (so a block drafted before the move stays valid); the sources are retired."""
+        pinned = bool(self.packed_host)
+        index = torch.tensor([sources, destinations], dtype=torch.long, pin_memory=pinned).to(self.anchor.device,
+                                                                          non_blocking=pinned)  # [2, k]
+        source, destination = index
+        self.target.copy_rows(source, destination)
         if self.draft is not None:
-            self.draft.copy_row(source, destination)
-        self.rows.move(source, destination)
+            self.draft.copy_rows(source, destination)
         buffers = [self.anchor, self.start, self.budget, self.active, self.drafts, self.confidence, self.lengths]
         buffers += [self.probs] if self.probs is not None else []
         buffers += list(self.trees.parts) if self.tree is not None else []  # its tree: slot 0 is its own anchor
         for buffer in buffers:
-            buffer[destination] = buffer[source]
-        self.retire(source)
+            buffer.index_copy_(0, destination, buffer.index_select(0, source))  # [k, …]
+        for s, d in zip(sources, destinations):
+            self.rows.move(s, d)
+            self.retire(s)
 
     def packed_reader(self, n: int, t: int) -> Callable[[], list[list[int]]]:
         """Queue the copy of rows 0 … n−1 of `packed` (columns < t + 2) to the host after the steps issued so far;

@@ -370,6 +370,7 @@ class BatchSession:
         if self.engine.width_rows(len(live)) == self.engine.width_rows(self._span):
             return
         holes = [s for s in range(len(live)) if self._slots[s] is None]
-        for hole, source in zip(holes, [s for s in live if s >= len(live)]):
-            self.engine.round.move(source, hole)
+        sources = [s for s in live if s >= len(live)]  # as many as the holes
+        self.engine.round.move_rows(sources, holes)
+        for hole, source in zip(holes, sources):
             self._slots[hole], self._slots[source] = self._slots[source], None

@@ -66,9 +66,10 @@ class HFBackend:
             logits.append(row_logits)
         return torch.stack(logits), torch.stack(features)  # [B, T, V] (or [B, 1, V]), [B, T, m·d]
 
-    def copy_row(self, source: int, destination: int) -> None:
-        """Move one sequence's cache to another row (the source row is retired after a move)."""
-        self.caches[destination], self.caches[source] = self.caches[source], None
+    def copy_rows(self, sources: torch.Tensor, destinations: torch.Tensor) -> None:
+        """Move sequences' caches to other rows (the source rows are retired after a move)."""
+        for source, destination in zip(sources.tolist(), destinations.tolist()):
+            self.caches[destination], self.caches[source] = self.caches[source], None
 
     def keep_path(self, start: torch.Tensor, path: torch.Tensor) -> None:
         raise NotImplementedError("the Hugging Face backend does not verify trees")

@@ -49,10 +49,10 @@ class StaticDraft:
         self.keys = [cache[:, : self.kv_heads] for cache in self.kv]  # [B_max, H_kv, L_max, D] views
         self.values = [cache[:, self.kv_heads :] for cache in self.kv]
 
-    def copy_row(self, source: int, destination: int) -> None:
-        """Move one sequence's context to another row (compacting the batch)."""
+    def copy_rows(self, sources: torch.Tensor, destinations: torch.Tensor) -> None:
+        """Move sequences' contexts to other rows (compacting the batch), rows sources [k] to destinations [k]."""
         for cache in self.kv:
-            cache[destination].copy_(cache[source])
+            cache.index_copy_(0, destinations, cache.index_select(0, sources))  # [k, 2·H_kv, L, D]
 
     def _rope(self, positions: torch.Tensor, rotated: int, fast: bool) -> tuple[torch.Tensor, torch.Tensor]:
         """The kernels' position tables cos / signed sin [L, D] (fast), else tables [B, T, rotated + H_kv, D] for

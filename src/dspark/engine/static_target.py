@@ -180,9 +180,10 @@ class StaticTarget:
     def device(self) -> torch.device:
         return self.keys[0].device
 
-    def copy_row(self, source: int, destination: int) -> None:
-        """Move one sequence's cache to another row (compacting the batch): every layer in one copy."""
-        self.cache[:, destination].copy_(self.cache[:, source])  # [layers, 2·H_kv, L, D]
+    def copy_rows(self, sources: torch.Tensor, destinations: torch.Tensor) -> None:
+        """Move sequences' caches to other rows (compacting the batch): every layer and row in one gather and one
+        scatter."""
+        self.cache.index_copy_(1, destinations, self.cache.index_select(1, sources))  # [layers, k, 2·H_kv, L, D]
 
     def keep_path(self, start: torch.Tensor, path: torch.Tensor) -> None:
         """After a tree verify of rows 0 … B−1 at start [B]: move the accepted path's keys/values, tree slots path
