@@ -2,6 +2,7 @@
 baseline that puts one of its choices back the other way, as a context the baseline's engine is built and run in.
 
   overlap  rounds that draft nothing launched before the previous one is committed, against stepwise rounds
+  drafted  overlap for the rounds that draft nothing (the engine's policy), against overlap for every round
   logits   the target's logits kept in the model's dtype, against an fp32 copy of them
   rows     row changes as the engine makes them (fills on the device, prompts staged from pinned memory, a free row
            taken by a waiting request, compaction only when it shrinks the row bucket, every row of it moved at
@@ -78,6 +79,17 @@ def _compact_always(self: BatchSession) -> None:
 
 
 @contextlib.contextmanager
+def every_round_overlapped() -> Iterator[None]:
+    """Drafted rounds left in flight too (with the engine's `overlap`)."""
+    stays = BatchSession._stays_in_flight
+    BatchSession._stays_in_flight = lambda self, launched: self.engine.overlap
+    try:
+        yield
+    finally:
+        BatchSession._stays_in_flight = stays
+
+
+@contextlib.contextmanager
 def rows_before() -> Iterator[None]:
     """Row changes the baseline way (module docstring)."""
     saved = (BatchRound.retire, BatchRound.stage, BatchSession._compact, BatchSession._land)
@@ -98,6 +110,8 @@ def rows_before() -> Iterator[None]:
 COMPARISONS = {  # name -> {variant: (context it is built and run in, BatchEngine keyword arguments)}; first: ours
     "overlap": {"overlap": (contextlib.nullcontext, {"overlap": True}),
                 "stepwise": (contextlib.nullcontext, {"overlap": False})},
+    "drafted": {"policy": (contextlib.nullcontext, {"overlap": True}),
+                "every-round": (every_round_overlapped, {"overlap": True})},
     "logits": {"model-dtype": (contextlib.nullcontext, {}), "fp32-copy": (fp32_logits, {})},
     "rows": {"free-rows": (contextlib.nullcontext, {}), "before": (rows_before, {})},
 }

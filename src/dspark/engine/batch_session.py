@@ -246,13 +246,18 @@ class BatchSession:
         launched = self._launch(span, landing is not None) if span else None
         if landing is not None:  # committed after the next round is queued: the device runs on meanwhile
             self._land(landing, new)
-        if launched is not None and self.engine.overlap and not launched.drafted:
+        if launched is not None and self._stays_in_flight(launched):
             self._flight = launched
         elif launched is not None:
             self._land(launched, new)
         for request_id, tokens in new.items():
             updates.append(Update(request_id, tokens, self._requests[request_id].finished))
         return updates
+
+    def _stays_in_flight(self, launched: _Flight) -> bool:
+        """Whether a launched round lands in the next step (overlap): a round that drafts nothing, under the
+        engine's `overlap`."""
+        return self.engine.overlap and not launched.drafted
 
     def _fill(self, new: dict[Hashable, list[int]]) -> None:
         """Admit queued prompts into the free rows, lowest first (prefilled together); a request that ends at its
