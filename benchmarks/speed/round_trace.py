@@ -12,10 +12,13 @@ wait), and from the trace:
                               count): what the host was doing meanwhile
   aten_during_idle            the same by top-level aten operator (eager work the host issued meanwhile)
   host_ms_per_round           each label's host time per verify
+  syncs_by_label              the host's stream / device / event synchronisations, counted by the labels around
+                              them (innermost first): a sync outside the read-back wait is a stall to remove
 The profiler adds a few microseconds to every operator the host issues, so host-bound gaps come out larger than in
 an unprofiled run: read the shares, not the absolute times. Writes the trace (gzipped Chrome JSON) next to the report.
 
     from round_trace import traced; traced(engine, prompts, config, out_dir)   # throughput_h200.py's trace section
+    python benchmarks/speed/round_trace.py OUT/trace-dspark-64.json.gz          # a saved trace's summary again
 """
 from __future__ import annotations
 
@@ -40,6 +43,12 @@ ENGINE_LABELS = ("propose", "verify", "admit")  # BatchEngine methods (graphed o
 ROUND_LABELS = ("move_rows", "retire", "packed_reader")  # BatchRound methods (eager row changes, the read-back copy)
 DEVICE_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 LAUNCH_CATEGORIES = {"cuda_runtime", "cuda_driver"}
+
+
+def _around(marks: list[dict], starts: list[float], ts: float) -> str:
+    """The innermost two labels open at host time ts ("(no label)" if none)."""
+    around = [m for m in marks[: bisect.bisect_right(starts, ts)] if m["ts"] + m["dur"] >= ts]
+    return " < ".join(m["name"] for m in sorted(around, key=lambda m: -m["ts"])[:2]) or "(no label)"
 
 
 def _labelled(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -115,6 +124,14 @@ def analyse(trace: dict, min_gap_us: float = 1.0) -> dict[str, Any]:
     for e in marks:
         host_ms[e["name"]] = host_ms.get(e["name"], 0.0) + e["dur"] / 1000
     out: dict[str, Any] = {"rounds": rounds, "host_ms_per_round": _rounded({k: v / rounds for k, v in host_ms.items()})}
+    marks.sort(key=lambda e: e["ts"])
+    starts = [e["ts"] for e in marks]
+    syncs: dict[str, int] = {}
+    for e in events:
+        if e.get("cat") in LAUNCH_CATEGORIES and "Synchronize" in e["name"]:
+            key = _around(marks, starts, e["ts"])
+            syncs[key] = syncs.get(key, 0) + 1
+    out["syncs_by_label"] = dict(sorted(syncs.items(), key=lambda kv: -kv[1]))
     if not device:
         return out
     busy = _union([(e["ts"], e["ts"] + e["dur"]) for e in device])
@@ -123,8 +140,6 @@ def analyse(trace: dict, min_gap_us: float = 1.0) -> dict[str, Any]:
     first_at = {}  # gap end -> the device event starting there
     for e in sorted(device, key=lambda e: e["ts"]):
         first_at.setdefault(e["ts"], e)
-    marks.sort(key=lambda e: e["ts"])
-    starts = [e["ts"] for e in marks]
     aten = _top_level([e for e in events if e.get("cat") == "cpu_op"])
     aten.sort(key=lambda e: e["ts"])
     aten_starts = [e["ts"] for e in aten]
@@ -134,12 +149,7 @@ def analyse(trace: dict, min_gap_us: float = 1.0) -> dict[str, Any]:
     for g0, g1 in gaps:
         gap = (g1 - g0) / 1000
         launch = launches.get(first_at.get(g1, {}).get("args", {}).get("correlation"))
-        if launch is not None:
-            around = [m for m in marks[: bisect.bisect_right(starts, launch["ts"])]
-                      if m["ts"] + m["dur"] >= launch["ts"]]
-            key = " < ".join(m["name"] for m in sorted(around, key=lambda m: -m["ts"])[:2]) or "(no label)"
-        else:
-            key = "(launch not in the trace)"
+        key = _around(marks, starts, launch["ts"]) if launch is not None else "(launch not in the trace)"
         by_launch[key] = by_launch.get(key, 0.0) + gap
         for m in marks[: bisect.bisect_right(starts, g1)]:
             share = _overlap(m["ts"], m["ts"] + m["dur"], g0, g1)
@@ -184,3 +194,18 @@ def traced(engine: BatchEngine, prompts: list[list[int]], config: GenerationConf
         shutil.copyfileobj(source, packed)
     raw.unlink()
     return analyse(trace)
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="the summary of a saved trace (trace-*.json.gz from --out)")
+    parser.add_argument("trace", type=Path)
+    args = parser.parse_args()
+    opener = gzip.open if args.trace.suffix == ".gz" else open
+    with opener(args.trace, "rt") as f:
+        print(json.dumps(analyse(json.load(f)), indent=1))
+
+
+if __name__ == "__main__":
+    main()
