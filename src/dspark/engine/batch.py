@@ -7,9 +7,10 @@ generates many times: `open` starts a stepping session that requests join and le
 `generate_batch` is the one-shot form. Each round: propose → schedule → verify (every row at the round's width t) →
 accept → extend the draft → advance, all on device (batch_round.py); the host syncs once per round to read
 [accepted, L, committed …] of every row (after the next block is drafted, or, for a round that drafts nothing, on
-a GPU after the next round is launched: the device need not wait for this bookkeeping), then applies EOS (an accepted EOS ends the row; later tokens are dropped),
-the max_new_tokens budget, and continuous batching: a finished row's slot takes the next prompt, or the last live
-row moves into it so the live rows stay 0 … n−1. With a `TreeShape` each round verifies a tree of drafts per row
+a GPU after the next round is launched: the device need not wait for this bookkeeping), then applies EOS (an
+accepted EOS ends the row; later tokens are dropped), the max_new_tokens budget, and continuous batching: a
+finished row's slot takes the next prompt, and live rows move down into free ones when that shrinks the row bucket
+(batch_session.py). With a `TreeShape` each round verifies a tree of drafts per row
 instead of the block's chain (static backend; up to its max_rows rows; greedy or sampled). With drafting off the
 same loop is plain decoding (L = 0, t = 1). Lossless: greedy output equals the target's own greedy decoding per
 prompt; sampled output follows the target's distribution.

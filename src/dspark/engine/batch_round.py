@@ -128,9 +128,9 @@ class BatchRound:
             ids[i, : len(prompt)] = torch.tensor(prompt)
         ids[k:] = ids[0]
         meta = torch.tensor([slots + slots[:1] * (rows - k), [len(p) for p in prompts] + [len(prompts[0])] * (rows - k),
-                             budgets + budgets[:1] * (rows - k)])  # [3, rows]
+                             budgets + budgets[:1] * (rows - k)], pin_memory=pinned)  # [3, rows]
         self.prefill_ids[:rows, :width].copy_(ids, non_blocking=pinned)
-        self.prefill_meta[:, :rows].copy_(meta.pin_memory() if pinned else meta, non_blocking=pinned)
+        self.prefill_meta[:, :rows].copy_(meta, non_blocking=pinned)
 
     @torch.inference_mode()
     def prefill(self, rows: int, width: int) -> None:
@@ -166,10 +166,9 @@ class BatchRound:
     def move_rows(self, sources: list[int], destinations: list[int]) -> None:
         """Move live rows to free ones (compaction), all in one gather and scatter per buffer: caches, state and each
         row's drafted block or tree (so a block drafted before the move stays valid); the sources are retired."""
-        pinned = bool(self.packed_host)
-        index = torch.tensor([sources, destinations], dtype=torch.long, pin_memory=pinned).to(self.anchor.device,
-                                                                          non_blocking=pinned)  # [2, k]
-        source, destination = index
+        pinned = bool(self.packed_host)  # on CUDA: the index is copied without waiting for the steps before it
+        index = torch.tensor([sources, destinations], dtype=torch.long, pin_memory=pinned)  # [2, k]
+        source, destination = index.to(self.anchor.device, non_blocking=pinned)
         self.target.copy_rows(source, destination)
         if self.draft is not None:
             self.draft.copy_rows(source, destination)
