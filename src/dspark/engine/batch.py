@@ -187,7 +187,7 @@ class BatchEngine:
         if calibration is None and self.draft is not None:
             calibration = getattr(self.draft, "sts_temperatures", None)
         self._end_session()
-        generator = torch.Generator(device=self.backend.device)
+        generator = torch.Generator()  # on the host: drawing a request's seed must not wait for the device
         generator.manual_seed(config.seed if config.seed is not None else int(torch.randint(2**62, (1,))))
         self.round.begin(config, gamma, scheduling, calibration)
         self._session = BatchSession(self, config, gamma, generator, scheduling)

@@ -189,7 +189,7 @@ class BatchSession:
         elif self.config.seed is not None:  # the first request takes the session's seed itself
             seed = self.config.seed if not self._added else hash((self.config.seed, self._added)) & (2**62 - 1)
         else:
-            seed = int(torch.randint(2**62, (1,), generator=self.generator, device=self.generator.device))
+            seed = int(torch.randint(2**62, (1,), generator=self.generator))
         self._added += 1
         request = _Request(request_id, prompt, max_new_tokens, eos,
                            recorder if recorder is not None else StatsRecorder(),
