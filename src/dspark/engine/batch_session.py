@@ -3,9 +3,8 @@
 `session = engine.open(config)` fixes the sampling settings (temperature, top_p, top_k, seed, max_drafts,
 confidence threshold) for every request of the session; `add(request_id, prompt_ids, max_new_tokens)` queues a
 request (its own token budget and, optionally, its own EOS ids); `step()` first admits queued requests into free rows
-(prefilled together), then runs one round over all live rows and returns each request's new tokens. An admission's
-first tokens are read back with the round launched after it, so the host never waits for a prefill; a request that
-ends at its first token frees its row for the next step; `cancel(request_id)` frees a row before the next round;
+(prefilled together; a request that ends at its first token frees its row for the next), then runs one round over
+all live rows and returns each request's new tokens; `cancel(request_id)` frees a row before the next round;
 `release(request_id)` hands back a finished request's result and forgets it. Host bookkeeping only: the round
 itself is `BatchRound`'s, driven through the engine's (graphed or eager) steps. A round runs rows 0 … n−1, n past the
 last live row: a waiting request takes the lowest free row, and live rows are moved down into free ones (compaction)
