@@ -9,8 +9,6 @@ baseline that puts one of its choices back the other way, as a context the basel
            once), against the baseline: a retired row's buffers set from host scalars (a copy that waits for the
            device), prompts staged from pageable memory, compaction after every round that ends a request, a row at
            a time
-  admit    admissions whose first tokens are read back with the next round, against a read right after the prefill
-           (the host waits for the prefill and every step queued before it)
 """
 from __future__ import annotations
 
@@ -20,7 +18,6 @@ from collections.abc import Iterator
 import torch
 
 from dspark.config import GenerationConfig
-from dspark.engine.batch import BatchEngine
 from dspark.engine.batch_round import BatchRound
 from dspark.engine.batch_session import BatchSession
 from dspark.engine.static_target import StaticTarget
@@ -110,22 +107,6 @@ def rows_before() -> Iterator[None]:
         BatchRound.retire, BatchRound.stage, BatchSession._compact, BatchSession._land = saved
 
 
-@contextlib.contextmanager
-def admission_read_at_once() -> Iterator[None]:
-    """Each admission's first tokens read back as soon as its prefill is queued."""
-    admit = BatchEngine.admit
-
-    def admit_and_read(self: BatchEngine, *args, **kwargs):
-        firsts = admit(self, *args, **kwargs)()
-        return lambda: firsts
-
-    BatchEngine.admit = admit_and_read
-    try:
-        yield
-    finally:
-        BatchEngine.admit = admit
-
-
 COMPARISONS = {  # name -> {variant: (context it is built and run in, BatchEngine keyword arguments)}; first: ours
     "overlap": {"overlap": (contextlib.nullcontext, {"overlap": True}),
                 "stepwise": (contextlib.nullcontext, {"overlap": False})},
@@ -133,5 +114,4 @@ COMPARISONS = {  # name -> {variant: (context it is built and run in, BatchEngin
                 "every-round": (every_round_overlapped, {"overlap": True})},
     "logits": {"model-dtype": (contextlib.nullcontext, {}), "fp32-copy": (fp32_logits, {})},
     "rows": {"free-rows": (contextlib.nullcontext, {}), "before": (rows_before, {})},
-    "admit": {"deferred": (contextlib.nullcontext, {}), "at-once": (admission_read_at_once, {})},
 }

@@ -39,7 +39,7 @@ def main() -> None:
             engine.round.retire(0)
             sync()
             began = time.perf_counter()
-            engine.admit([0], [prompt], [16])()  # stage, prefill (graphed on CUDA), read the first token
+            engine.admit([0], [prompt], [16])  # stage, prefill (graphed on CUDA), read the first token
             sync()
             if i >= 5:  # the first calls capture the graph
                 times.append(1000 * (time.perf_counter() - began))

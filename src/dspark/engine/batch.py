@@ -142,10 +142,10 @@ class BatchEngine:
         return rows, width, True
 
     def admit(self, slots: list[int], prompts: list[list[int]], budgets: list[int],
-              samplings: Sequence[tuple[GenerationConfig, int]] | None = None) -> Callable[[], list[int]]:
+              samplings: Sequence[tuple[GenerationConfig, int]] | None = None) -> list[int]:
         """Prefill prompts into rows `slots` together, each with its own token budget (new tokens, the first
-        included) and, with `samplings`, its own (sampling settings, seed). Returns a function that gives each one's
-        first new token: on a GPU it waits for the prefill alone, so steps queued meanwhile run on."""
+        included) and, with `samplings`, its own (sampling settings, seed); returns each one's first new token (one
+        sync)."""
         for slot, (config, seed) in zip(slots, samplings or ()):
             self.round.set_sampling(slot, config, seed)
         rows, width, graphed = self._prefill_shape(len(slots), max(len(p) for p in prompts))
@@ -154,7 +154,7 @@ class BatchEngine:
             self.graphs.prefill(rows, width)
         else:
             self.round.prefill(rows, width)
-        return self.round.first_reader(len(slots))
+        return self.round.first[: len(slots)].tolist()
 
     # --- generation ----------------------------------------------------------------------------------------------
     def check_request(self, label: object, prompt: Sequence[int], max_new_tokens: int, gamma: int) -> None:

@@ -202,23 +202,6 @@ class BatchRound:
 
         return wait
 
-    def first_reader(self, k: int) -> Callable[[], list[int]]:
-        """Queue the copy of the first k entries of `first` to the host after the steps issued so far; returns a
-        function that waits for that copy alone (the next prefill may overwrite `first` meanwhile)."""
-        if not self.packed_host:
-            firsts = self.first[:k].tolist()
-            return lambda: firsts
-        host = torch.empty(k, dtype=self.first.dtype, pin_memory=True)
-        host.copy_(self.first[:k], non_blocking=True)
-        copied = torch.cuda.Event()
-        copied.record()
-
-        def wait() -> list[int]:
-            copied.synchronize()
-            return host.tolist()
-
-        return wait
-
     # --- the round's steps ---------------------------------------------------------------------------------------
     @torch.inference_mode()
     def propose(self, b: int, window: int | None = None) -> None:

@@ -76,7 +76,6 @@ class _Flight(NamedTuple):
     width: int
     drafted: bool
     alive: torch.Tensor | None
-    admitted: list[tuple[Callable[[], list[int]], list[_Request]]]  # admissions whose first tokens land with it
 
 
 class _Request:
@@ -90,12 +89,6 @@ class _Request:
         self.began = time.perf_counter()
         self.seconds = 0.0
         self.finished = False
-        self.pending = False  # admitted, its first token not read back yet
-
-    @property
-    def emitted(self) -> int:
-        """New tokens so far, the pending first token included."""
-        return len(self.tokens) + self.pending
 
     def emit(self, tokens: list[int]) -> None:
         self.tokens.extend(tokens)
@@ -139,7 +132,6 @@ class BatchSession:
         self._reported: list[Update] = []  # requests finished outside a step (budget 0), reported by the next step
         self._ahead: tuple[int, int] | None = None  # (rows, window) of a block already drafted for the rows as they are
         self._flight: _Flight | None = None  # the round launched by the last step, not yet landed (overlap)
-        self._admitted: list[tuple[Callable[[], list[int]], list[_Request]]] = []  # for the next launched round
         self._ending = 0.0  # running share of rounds in which a request ended (a waiting request then takes its row)
         self.closed = False
         self._added = 0  # requests added so far (a seedless request's seed under a seeded session)
@@ -248,7 +240,7 @@ class BatchSession:
         self._check_open()
         new: dict[Hashable, list[int]] = {}
         updates, self._reported = self._reported, []
-        self._fill()
+        self._fill(new)
         landing, self._flight = self._flight, None
         span = self._span
         launched = self._launch(span, landing is not None) if span else None
@@ -267,21 +259,27 @@ class BatchSession:
         engine's `overlap`."""
         return self.engine.overlap and not launched.drafted
 
-    def _fill(self) -> None:
-        """Admit queued prompts into the free rows, lowest first (prefilled together), then compact. Their first
-        tokens are read back with the round launched next (`_land`), so the admission waits for nothing."""
-        free = [s for s, r in enumerate(self._slots) if r is None]
-        if not (self._queue and free):
-            return
-        batch = [self._queue.popleft() for _ in range(min(len(free), len(self._queue)))]
-        for slot, request in zip(free, batch):
-            request.began, request.pending = time.perf_counter(), True
-            self._slots[slot] = request
-        read = self.engine.admit(free[: len(batch)], [r.prompt for r in batch], [r.max_new_tokens for r in batch],
-                                 [(r.sampling, r.seed) for r in batch])
-        self._admitted.append((read, batch))
-        self._ahead = None  # new rows have no drafts yet
-        self._compact()
+    def _fill(self, new: dict[Hashable, list[int]]) -> None:
+        """Admit queued prompts into the free rows, lowest first (prefilled together); a request that ends at its
+        first token frees its row for the next prompt. Then compact."""
+        engine = self.engine
+        while self._queue and None in self._slots:
+            free = [s for s, r in enumerate(self._slots) if r is None]
+            batch = [self._queue.popleft() for _ in range(min(len(free), len(self._queue)))]
+            for request in batch:
+                request.began = time.perf_counter()
+            firsts = engine.admit(free[: len(batch)], [r.prompt for r in batch], [r.max_new_tokens for r in batch],
+                                  [(r.sampling, r.seed) for r in batch])
+            self._ahead = None  # new rows have no drafts yet
+            for slot, request, first in zip(free, batch, firsts):
+                request.emit([first])
+                new[request.request_id] = [first]
+                if first in request.eos or request.max_new_tokens <= 1:
+                    engine.round.retire(slot)
+                    request.finish()
+                else:
+                    self._slots[slot] = request
+            self._compact()
 
     def _launch(self, n: int, in_flight: bool) -> _Flight:
         """Queue one round over rows 0 … n−1: propose, schedule, verify, the read-back of its commits, and the next
@@ -300,7 +298,7 @@ class BatchSession:
         live = [r for r in rows if r is not None]
         b = engine.width_rows(n)
         unseen = engine.round.gamma_max + 1 if in_flight else 0  # what the round in flight may commit per row
-        anchor_at = max(len(r.prompt) + r.emitted - 1 for r in live) + unseen  # the furthest anchor
+        anchor_at = max(len(r.prompt) + len(r.tokens) - 1 for r in live) + unseen  # the furthest anchor
         window = engine.window(anchor_at + max(engine.round.verify_span, engine.round.block_size))
         drafting = self.gamma > 0 and self._drafting_pays(n)
         self._undrafted = 0 if drafting else self._undrafted + 1
@@ -313,7 +311,7 @@ class BatchSession:
         elif engine.round.rule != "none":
             t = int(engine.round.width)  # the scheduled width (one small extra sync)
         else:
-            t = min(self.gamma, max(1, *(r.max_new_tokens - r.emitted for r in live)) - 1) + 1
+            t = min(self.gamma, max(r.max_new_tokens - len(r.tokens) for r in live) - 1) + 1
             if t > 1 and engine.round.uses_tree(b):
                 t = engine.round.verify_span  # the whole tree (a row accepts at most its budget)
         alive = None
@@ -326,26 +324,13 @@ class BatchSession:
         if drafting and not (self._queue and self._ending >= 0.5):
             engine.propose(b, window)  # the next round's block, at this window (the next one's usual value)
             self._ahead = (b, window)
-        admitted, self._admitted = self._admitted, []
-        return _Flight(list(rows), read, t, drafting, alive, admitted)
+        return _Flight(list(rows), read, t, drafting, alive)
 
     def _land(self, flight: _Flight, new: dict[Hashable, list[int]]) -> None:
-        """Read a launched round back (its one sync: it waits for verify, not for the work queued after it), emit
-        the first tokens of the requests admitted before it, commit each of its rows whose request is still
-        running, retire the rows that finish and, when no request waits for a free row, compact."""
+        """Read a launched round back (its one sync: it waits for verify, not for the work queued after it), commit
+        each of its rows whose request is still running, retire the rows that finish and, when no request waits
+        for a free row, compact."""
         packed = flight.read()
-        ended = False
-        for read, batch in flight.admitted:
-            for request, first in zip(batch, read()):
-                if request.finished:  # cancelled
-                    continue
-                request.pending = False
-                request.emit([first])
-                new[request.request_id] = [first]
-                if first in request.eos or request.max_new_tokens <= 1:  # this round ran its row for nothing
-                    request.finish()
-                    self._free(request)
-                    ended = True
         landed = [(slot, request) for slot, request in enumerate(flight.rows)
                   if request is not None and not request.finished]
         if flight.alive is not None and self.blocks is not None:
@@ -353,20 +338,17 @@ class BatchSession:
             self.blocks.extend(BlockRecord(tuple(alive[slot][: self.gamma]), packed[slot][1], packed[slot][0])
                                for slot, _ in landed)
         self._learn(flight.drafted, [packed[slot] for slot, _ in landed], flight.width)
+        ended = False
         for slot, request in landed:
             new.setdefault(request.request_id, []).extend(request.commit(packed[slot]))
             if request.finished:
-                self._free(request, slot)
+                row = slot if self._slots[slot] is request else self._slots.index(request)  # compaction moved it
+                self._slots[row] = None
+                self.engine.round.retire(row)
                 ended = True
         self._ending = 0.9 * self._ending + 0.1 * ended
         if not self._queue:  # else the next step's admission takes the free rows
             self._compact()
-
-    def _free(self, request: _Request, slot: int | None = None) -> None:
-        """Retire the row of a request that finished (`slot`: where it was when its round launched)."""
-        row = slot if slot is not None and self._slots[slot] is request else self._slots.index(request)  # moved
-        self._slots[row] = None
-        self.engine.round.retire(row)
 
     def _drafting_pays(self, n: int) -> bool:
         """Whether a round over n rows drafts: always, unless the scheduling knows plain decoding's step rates and
