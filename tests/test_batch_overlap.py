@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from dspark import GenerationConfig, Target, generate
+from dspark.engine import batch_session
 from dspark.engine.batch import BatchEngine
 from dspark.engine.schedule import Scheduling, StepCostTable
 from dspark.testbed.random_pair import draft_config_for, random_draft, tiny_target
@@ -33,9 +34,11 @@ def both(engine: BatchEngine, prompts, config: GenerationConfig, scheduling: Sch
     return overlapped, engine.generate(prompts, config, scheduling)
 
 
-@pytest.mark.parametrize("mode", ["plain", "windows", "switching", "chain"])
-def test_overlapped_rounds_commit_the_same_tokens_and_stats_as_stepwise_rounds(pair, mode):
+@pytest.mark.parametrize("mode", ["plain", "windows", "switching", "chain", "chain-in-flight"])
+def test_overlapped_rounds_commit_the_same_tokens_and_stats_as_stepwise_rounds(pair, mode, monkeypatch):
     target, draft = pair
+    if mode == "chain-in-flight":  # drafted rounds left in flight too (as over many rows on a GPU)
+        monkeypatch.setattr(batch_session, "OVERLAP_DRAFTED_ROWS", 1)
     length = 600 if mode == "windows" else 96  # 600: rows cross the 256-position attention window
     engine = BatchEngine(target, draft, max_batch=3, max_length=length, pad_to_buckets=mode == "windows")
     budget = 300 if mode == "windows" else 30  # "windows": no EOS, rows run to their budget
@@ -111,11 +114,19 @@ def test_an_overlapped_step_reports_the_previous_rounds_commits_and_a_mid_flight
     assert cancelled.tokens == expected_b[:2] == first["b"] + second["b"]
 
 
-def test_drafted_rounds_land_in_their_own_step_and_the_engine_overlaps_by_default_only_on_a_gpu(pair):
+def test_drafted_rounds_land_in_their_own_step_below_the_row_threshold_and_overlap_is_on_only_on_a_gpu(pair,
+                                                                                                       monkeypatch):
     target, draft = pair
     assert BatchEngine(target, draft, max_batch=1, max_length=40).overlap is False  # the CPU: nothing to hide
-    engine = BatchEngine(target, draft, max_batch=1, max_length=40, overlap=True)
+    engine = BatchEngine(target, draft, max_batch=2, max_length=40, overlap=True)
     session = engine.open(GenerationConfig(eos_token_ids=()))
     session.add("a", PROMPTS[0], 20)
     [(_, tokens, _)] = session.step()
     assert len(tokens) > 2  # the first token and the first drafted round's commits (it accepts drafts)
+    monkeypatch.setattr(batch_session, "OVERLAP_DRAFTED_ROWS", 2)
+    session = engine.open(GenerationConfig(eos_token_ids=()))
+    session.add("a", PROMPTS[0], 20)
+    session.add("b", PROMPTS[1], 20)
+    assert [len(tokens) for _, tokens, _ in session.step()] == [1, 1]  # two rows: the drafted round is in flight
+    landed = [len(tokens) for _, tokens, _ in session.step()]  # it lands under the next one
+    assert len(landed) == 2 and min(landed) >= 1 and sum(landed) > 2  # the drafted round's commits

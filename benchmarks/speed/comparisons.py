@@ -2,7 +2,9 @@
 baseline that puts one of its choices back the other way, as a context the baseline's engine is built and run in.
 
   overlap  rounds that draft nothing launched before the previous one is committed, against stepwise rounds
-  drafted  overlap for the rounds that draft nothing (the engine's policy), against overlap for every round
+  drafted  the engine's overlap policy (rounds that draft nothing, and drafted rounds over OVERLAP_DRAFTED_ROWS rows
+           or more, left in flight), against drafted rounds always landing in their own step, and against every
+           round left in flight
   logits   the target's logits kept in the model's dtype, against an fp32 copy of them
   rows     row changes as the engine makes them (fills on the device, prompts staged from pinned memory, a free row
            taken by a waiting request, compaction only when it shrinks the row bucket, every row of it moved at
@@ -19,6 +21,7 @@ import torch
 
 from dspark.config import GenerationConfig
 from dspark.engine.batch_round import BatchRound
+from dspark.engine import batch_session
 from dspark.engine.batch_session import BatchSession
 from dspark.engine.static_target import StaticTarget
 
@@ -79,14 +82,14 @@ def _compact_always(self: BatchSession) -> None:
 
 
 @contextlib.contextmanager
-def every_round_overlapped() -> Iterator[None]:
-    """Drafted rounds left in flight too (with the engine's `overlap`)."""
-    stays = BatchSession._stays_in_flight
-    BatchSession._stays_in_flight = lambda self, launched: self.engine.overlap
+def drafted_in_flight(rows: int) -> Iterator[None]:
+    """Drafted rounds over `rows` rows or more left in flight (with the engine's `overlap`)."""
+    saved = batch_session.OVERLAP_DRAFTED_ROWS
+    batch_session.OVERLAP_DRAFTED_ROWS = rows
     try:
         yield
     finally:
-        BatchSession._stays_in_flight = stays
+        batch_session.OVERLAP_DRAFTED_ROWS = saved
 
 
 @contextlib.contextmanager
@@ -111,7 +114,8 @@ COMPARISONS = {  # name -> {variant: (context it is built and run in, BatchEngin
     "overlap": {"overlap": (contextlib.nullcontext, {"overlap": True}),
                 "stepwise": (contextlib.nullcontext, {"overlap": False})},
     "drafted": {"policy": (contextlib.nullcontext, {"overlap": True}),
-                "every-round": (every_round_overlapped, {"overlap": True})},
+                "own-step": (lambda: drafted_in_flight(1 << 30), {"overlap": True}),
+                "every-round": (lambda: drafted_in_flight(1), {"overlap": True})},
     "logits": {"model-dtype": (contextlib.nullcontext, {}), "fp32-copy": (fp32_logits, {})},
     "rows": {"free-rows": (contextlib.nullcontext, {}), "before": (rows_before, {})},
 }

@@ -373,7 +373,7 @@ def main() -> int:
     parser.add_argument("--max-new-tokens", type=int, default=256)
     parser.add_argument("--concurrency", default="1,4,16,64")
     parser.add_argument("--methods", default="plain,dspark,dspark-tree,hf-static", help="the matrix's (empty: none)")
-    parser.add_argument("--timeline-rows", default="1,16,64")
+    parser.add_argument("--timeline-rows", default="1,16,64", help="levels of the round timeline (empty: none)")
     parser.add_argument("--trace-rows", default="64", help="levels of the profiler trace (empty: none)")
     parser.add_argument("--compare", default="overlap,logits", help=f"comparisons to run, of {', '.join(COMPARISONS)}")
     parser.add_argument("--compare-rows", default="16,64", help="levels of the comparisons")
@@ -414,7 +414,8 @@ def main() -> int:
     for name in filter(None, args.compare.split(",")):
         state.setdefault("compare", {})[name] = sections.run(name, lambda: compare(args, state, name), ("setup",),
                                                              reserve=args.reserve / 2)
-    state["timeline"] = sections.run("timeline", lambda: timeline(args, state), ("setup",), reserve=5.0)
+    if args.timeline_rows:
+        state["timeline"] = sections.run("timeline", lambda: timeline(args, state), ("setup",), reserve=5.0)
     if args.trace_rows:
         state["trace"] = sections.run("trace", lambda: trace(args, state), ("setup",), reserve=5.0)
     files = sections.run("report", lambda: report(args, state, sections), always=True)

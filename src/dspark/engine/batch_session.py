@@ -16,9 +16,9 @@ before stepping collects a `BlockRecord` per row and round (survival per slot, d
 rule that computes confidences (threshold or algorithm1; a threshold of 0 verifies every draft). Under Algorithm 1
 with plain step rates (`Scheduling.plain`) a round drafts nothing when plain decoding is expected to be faster at its
 batch size: expected from the commits per row and the width of recent drafted rounds (a drafted round every
-`PROBE_EVERY` rounds keeps that estimate current). With the engine's `overlap` (on a GPU) a round that drafts nothing
-lands in the next step, after that step's round is launched, so the device runs while the host does this bookkeeping
-(`step`).
+`PROBE_EVERY` rounds keeps that estimate current). With the engine's `overlap` (on a GPU) a round that drafts nothing,
+and a drafted round over `OVERLAP_DRAFTED_ROWS` rows or more, lands in the next step, after that step's round is
+launched, so the device runs while the host does this bookkeeping (`step`).
 """
 from __future__ import annotations
 
@@ -57,6 +57,7 @@ class RoundSteps(Protocol):
 
 
 PROBE_EVERY = 16  # with drafting switched off, every this many rounds one drafts again to refresh the estimate
+OVERLAP_DRAFTED_ROWS = 32  # drafted rounds over this many rows or more are left in flight too (overlap)
 
 
 class Update(NamedTuple):
@@ -234,9 +235,10 @@ class BatchSession:
         """Admit queued requests into free rows, then run one round over every live row. With the engine's `overlap`
         a round that drafts nothing (plain decoding, or Algorithm 1 with drafting switched off) is left in flight:
         it lands (is read back and committed) in the next step, after that step's round is launched, so the device
-        runs while the host commits. A drafted round lands in its own step: the next block, drafted before the
-        read-back, already keeps the device busy while the host commits, and a round launched early would only add a
-        dropped round for every request that ends."""
+        runs while the host commits. A drafted round over fewer than OVERLAP_DRAFTED_ROWS rows lands in its own
+        step: the next block, drafted before the read-back, already keeps the device busy while the host commits,
+        and a round launched early would add a dropped round for every request that ends. Over more rows the host's
+        commits take longer than that block's draft, and drafted rounds are left in flight too."""
         self._check_open()
         new: dict[Hashable, list[int]] = {}
         updates, self._reported = self._reported, []
@@ -255,9 +257,9 @@ class BatchSession:
         return updates
 
     def _stays_in_flight(self, launched: _Flight) -> bool:
-        """Whether a launched round lands in the next step (overlap): a round that drafts nothing, under the
-        engine's `overlap`."""
-        return self.engine.overlap and not launched.drafted
+        """Whether a launched round lands in the next step, under the engine's `overlap`: a round that drafts
+        nothing, or one over OVERLAP_DRAFTED_ROWS rows or more."""
+        return self.engine.overlap and (not launched.drafted or len(launched.rows) >= OVERLAP_DRAFTED_ROWS)
 
     def _fill(self, new: dict[Hashable, list[int]]) -> None:
         """Admit queued prompts into the free rows, lowest first (prefilled together); a request that ends at its
