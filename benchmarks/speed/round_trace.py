@@ -19,6 +19,7 @@ an unprofiled run: read the shares, not the absolute times. Writes the trace (gz
 
     from round_trace import traced; traced(engine, prompts, config, out_dir)   # throughput_h200.py's trace section
     python benchmarks/speed/round_trace.py OUT/trace-dspark-64.json.gz          # a saved trace's summary again
+    python benchmarks/speed/round_trace.py before=A.json.gz after=B.json.gz --plot idle.png   # idle by cause
 """
 from __future__ import annotations
 
@@ -196,15 +197,63 @@ def traced(engine: BatchEngine, prompts: list[list[int]], config: GenerationConf
     return analyse(trace)
 
 
+CAUSES = {"engine.verify": "verify launch", "round.move_rows": "row moves", "round.move": "row moves",
+          "engine.admit": "admission", "round.retire": "retirement", "engine.propose": "next block's draft"}
+
+
+def idle_by_cause(summary: dict[str, Any]) -> dict[str, float]:
+    """`idle_by_next_launch` summed by the step that ended each gap (its innermost label), in ms; "other" also
+    holds the idle it does not name (the smallest labels)."""
+    out: dict[str, float] = {}
+    for key, ms in summary["idle_by_next_launch"].items():
+        cause = CAUSES.get(key.split(" < ")[0], "other")
+        out[cause] = out.get(cause, 0.0) + ms
+    out["other"] = out.get("other", 0.0) + max(0.0, summary["gpu_idle_ms"] - sum(out.values()))
+    return out
+
+
+def plot_idle(summaries: dict[str, dict[str, Any]], path: Path) -> None:
+    """One stacked bar per trace: its device idle by the step that ended each gap, and its busy time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    causes = list(dict.fromkeys([*CAUSES.values(), "other"]))
+    fig, ax = plt.subplots(figsize=(8, 1.6 + 0.7 * len(summaries)))
+    for i, (name, summary) in enumerate(summaries.items()):
+        left = summary["gpu_busy_ms"]
+        ax.barh(i, left, color="#cccccc", label="device busy" if i == 0 else None)
+        split = idle_by_cause(summary)
+        for j, cause in enumerate(causes):
+            ax.barh(i, split.get(cause, 0.0), left=left, color=f"C{j}", label=cause if i == 0 else None)
+            left += split.get(cause, 0.0)
+        ax.text(left, i, f" idle {summary['gpu_idle_ms'] / summary['span_ms']:.0%}", va="center")
+    ax.set_yticks(range(len(summaries)), list(summaries))
+    ax.invert_yaxis()
+    ax.set_xlabel("ms of the profiled run (idle by the step whose launch ended the gap)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=4, frameon=False, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     import argparse
 
-    parser = argparse.ArgumentParser(description="the summary of a saved trace (trace-*.json.gz from --out)")
-    parser.add_argument("trace", type=Path)
+    parser = argparse.ArgumentParser(description="the summary of saved traces (trace-*.json.gz from --out)")
+    parser.add_argument("traces", type=Path, nargs="+", help="NAME=PATH or PATH")
+    parser.add_argument("--plot", type=Path, help="also draw each trace's device idle by cause into this PNG")
     args = parser.parse_args()
-    opener = gzip.open if args.trace.suffix == ".gz" else open
-    with opener(args.trace, "rt") as f:
-        print(json.dumps(analyse(json.load(f)), indent=1))
+    summaries = {}
+    for item in map(str, args.traces):
+        name, _, path = item.rpartition("=")
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt") as f:
+            summaries[name or Path(path).name] = analyse(json.load(f))
+    print(json.dumps(summaries if len(summaries) > 1 else next(iter(summaries.values())), indent=1))
+    if args.plot:
+        plot_idle(summaries, args.plot)
 
 
 if __name__ == "__main__":
