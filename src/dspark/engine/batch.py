@@ -5,15 +5,15 @@ with CUDA graphs and Triton kernels on a GPU, or the Hugging Face backend for an
 generates many times: `open` starts a stepping session that requests join and leave while the batch decodes
 (batch_session.py, the host bookkeeping); `generate` runs a fixed list of prompts through one session;
 `generate_batch` is the one-shot form. Each round: propose → schedule → verify (every row at the round's width t) →
-accept → extend the draft → advance, all on device (batch_round.py); the host syncs once per round to read
-[accepted, L, committed …] of every row (after the next block is drafted, or, for a round that drafts nothing, on
-a GPU after the next round is launched: the device need not wait for this bookkeeping), then applies EOS (an
-accepted EOS ends the row; later tokens are dropped), the max_new_tokens budget, and continuous batching: a
-finished row's slot takes the next prompt, and live rows move down into free ones when that shrinks the row bucket
-(batch_session.py). With a `TreeShape` each round verifies a tree of drafts per row
-instead of the block's chain (static backend; up to its max_rows rows; greedy or sampled). With drafting off the
-same loop is plain decoding (L = 0, t = 1). Lossless: greedy output equals the target's own greedy decoding per
-prompt; sampled output follows the target's distribution.
+accept → extend the draft → advance, all on device (batch_round.py); the host syncs once per round to read [accepted,
+L, committed …] of every row (after the next block is drafted, or, for a round that drafts nothing or runs many rows,
+on a GPU after the next round is launched: the device need not wait for this bookkeeping), then applies EOS (an
+accepted EOS ends the row; later tokens are dropped), the max_new_tokens budget, and continuous batching: a finished
+row's slot takes the next prompt, and live rows move down into free ones when that shrinks the row bucket
+(batch_session.py). With a `TreeShape` each round verifies a tree of drafts per row instead of the block's chain
+(static backend; up to its max_rows rows; greedy or sampled). With drafting off the same loop is plain decoding (L =
+0, t = 1). Lossless: greedy output equals the target's own greedy decoding per prompt; sampled output follows the
+target's distribution.
 """
 from __future__ import annotations
 
@@ -67,8 +67,8 @@ class BatchEngine:
         """`cuda_graphs` (default: on a CUDA device with the static backend) captures the greedy round's steps.
         `tree`: verify a tree of drafts per row instead of the block's chain (tree.py; greedy or sampled, no
         scheduling rule; rounds over more than tree.max_rows rows verify the chain). `overlap` (default: on a CUDA
-        device) launches a round that drafts nothing before the host commits it (`BatchSession.step`), so the device
-        does not wait for the host's bookkeeping; the same tokens either way."""
+        device) launches a round that drafts nothing, or one over many rows, before the host commits the previous one
+        (`BatchSession.step`), so the device does not wait for the host's bookkeeping; the same tokens either way."""
         if max_batch < 1 or max_length < 2:
             raise ValueError("max_batch must be >= 1 and max_length >= 2")
         if tree is not None:
