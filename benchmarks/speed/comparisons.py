@@ -1,7 +1,8 @@
 """The variants `throughput_h200.py --compare NAME` runs against each other: the engine as it is (first) and a
 baseline that puts one of its choices back the other way, as a context the baseline's engine is built and run in.
 
-  overlap  rounds that draft nothing launched before the previous one is committed, against stepwise rounds
+  overlap  the engine's overlap (a round launched before the previous one is committed, for rounds that draft nothing
+           and drafted rounds over OVERLAP_DRAFTED_ROWS rows), against stepwise rounds
   drafted  the engine's overlap policy (rounds that draft nothing, and drafted rounds over OVERLAP_DRAFTED_ROWS rows
            or more, left in flight), against drafted rounds always landing in their own step, and against every
            round left in flight

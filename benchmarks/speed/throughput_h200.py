@@ -10,8 +10,8 @@ Sections, in order, each in try/except (an error is recorded and the run goes on
             (hf-static) at each --concurrency, T = 0, --repeats interleaved measurements per level (a row is their
             median); every speculative row checked token for token against plain
   compare   the matrix's workload at --compare-rows rows, plain and the chain, under each variant of a comparison,
-            interleaved: "overlap" (rounds that draft nothing launched before the previous one is committed, the
-            engine's default on a GPU) against stepwise rounds, and the others in comparisons.py
+            interleaved: "overlap" (a round launched before the previous one is committed, the engine's default on
+            a GPU) against stepwise rounds, and the others in comparisons.py
   timeline  per round at --timeline-rows rows, plain and the chain, overlapped and stepwise, as the benchmark runs
             them (CUDA graphs, no added syncs): device time of the verify and propose steps, device idle time before
             each (the host had not launched it yet), the host path from the read-back to the next launch
