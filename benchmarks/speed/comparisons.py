@@ -21,8 +21,8 @@ from collections.abc import Iterator
 import torch
 
 from dspark.config import GenerationConfig
-from dspark.engine.batch_round import BatchRound
 from dspark.engine import batch_session
+from dspark.engine.batch_round import BatchRound
 from dspark.engine.batch_session import BatchSession
 from dspark.engine.static_target import StaticTarget
 

@@ -40,7 +40,7 @@ class RoundSteps(Protocol):
 
     round: BatchRound
     max_batch: int
-    overlap: bool  # leave a round that drafts nothing in flight until the next step's round is launched (step)
+    overlap: bool  # leave a round in flight until the next step's round is launched (step, _stays_in_flight)
 
     def check_request(self, label: object, prompt: Sequence[int], max_new_tokens: int, gamma: int) -> None: ...
 
